@@ -1,0 +1,1 @@
+//! Canary credentials (see issue 4).

@@ -1,0 +1,1 @@
+//! Sandbox image definitions (data under images/).
