@@ -33,6 +33,55 @@ pub struct TraceHeader {
     pub os: String,
     #[serde(default)]
     pub skill: Option<String>,
+    /// Where things are inside the jail, so the analyser can classify paths without the image.
+    #[serde(default)]
+    pub context: RunContext,
+}
+
+/// The layout of the jail the events refer to (all paths as seen inside the jail).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct RunContext {
+    pub home: String,
+    pub workspace: String,
+    /// The skill under test, installed where agents install skills.
+    pub skill_dir: String,
+    /// Sibling skills and other agents' skill folders.
+    #[serde(default)]
+    pub other_skill_dirs: Vec<String>,
+    /// Agent settings, memory and hook files (`~/.claude/settings.json`, `CLAUDE.md`, …).
+    #[serde(default)]
+    pub agent_files: Vec<String>,
+    #[serde(default)]
+    pub temp_dirs: Vec<String>,
+    /// Directories on the jail's `PATH`.
+    #[serde(default)]
+    pub path_dirs: Vec<String>,
+    /// Planted credential files: path → credential id.
+    #[serde(default)]
+    pub credential_files: Vec<CredentialFile>,
+    /// Planted credential environment variables: name → credential id.
+    #[serde(default)]
+    pub credential_env: Vec<CredentialEnv>,
+    /// Seed of the planted credentials, so a run can be reproduced.
+    #[serde(default)]
+    pub creds_seed: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CredentialFile {
+    pub path: String,
+    pub credential: String,
+    /// Hosts of the service this credential legitimately belongs to.
+    #[serde(default)]
+    pub service_hosts: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CredentialEnv {
+    pub name: String,
+    pub credential: String,
+    #[serde(default)]
+    pub service_hosts: Vec<String>,
 }
 
 impl TraceHeader {
@@ -44,6 +93,7 @@ impl TraceHeader {
             run_id: run_id.into(),
             os: os.into(),
             skill,
+            context: RunContext::default(),
         }
     }
 }
@@ -249,8 +299,12 @@ pub enum EventKind {
         chain: Vec<String>,
         /// seq of the event the value was found in.
         in_event: u64,
+        /// Destination host (name if known, else address).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         host: Option<String>,
+        /// Hosts of the service the credential legitimately belongs to.
+        #[serde(default)]
+        service_hosts: Vec<String>,
     },
     /// A macOS shim (security, launchctl, …) was used (issue 4).
     Shim { program: String, argv: Vec<String> },
