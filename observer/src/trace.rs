@@ -33,6 +33,12 @@ pub struct TraceHeader {
     pub os: String,
     #[serde(default)]
     pub skill: Option<String>,
+    /// SHA-256 content digest of the skill bundle (hex).
+    #[serde(default)]
+    pub skill_digest: Option<String>,
+    /// `bundle` or `prompt`.
+    #[serde(default)]
+    pub fidelity: Option<String>,
     /// Where things are inside the jail, so the analyser can classify paths without the image.
     #[serde(default)]
     pub context: RunContext,
@@ -93,6 +99,8 @@ impl TraceHeader {
             run_id: run_id.into(),
             os: os.into(),
             skill,
+            skill_digest: None,
+            fidelity: None,
             context: RunContext::default(),
         }
     }
@@ -236,6 +244,9 @@ pub enum EventKind {
         port: Option<u16>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         bytes: Option<u64>,
+        /// Local port after a successful inet connect, to join with egress `connection` events.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        local_port: Option<u16>,
         result: SysResult,
     },
     /// A syscall the jail refused. `action` is `errno` (denied) or `kill` (process killed).
@@ -261,6 +272,9 @@ pub enum EventKind {
         proto: String,
         dst_addr: String,
         dst_port: u16,
+        /// Client source port inside the jail (joins the tracer's `net` connect event).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        src_port: Option<u16>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         name: Option<String>,
     },
@@ -305,6 +319,14 @@ pub enum EventKind {
         /// Hosts of the service the credential legitimately belongs to.
         #[serde(default)]
         service_hosts: Vec<String>,
+    },
+    /// Last event of a run: what the supervisor knows about coverage. Everything the analyser
+    /// needs is in the trace, so a replay gives the same report.
+    RunEnd {
+        duration_ms: u64,
+        complete: bool,
+        #[serde(default)]
+        incomplete_reasons: Vec<String>,
     },
     /// A macOS shim (security, launchctl, …) was used (issue 4).
     Shim { program: String, argv: Vec<String> },
@@ -481,6 +503,7 @@ mod tests {
                 addr: Some("203.0.113.7".into()),
                 port: Some(4444),
                 bytes: None,
+                local_port: None,
                 result: SysResult::errno(libc::ENETUNREACH),
             },
         })
