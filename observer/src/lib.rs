@@ -3,5 +3,12 @@
 //! Modules follow the pipeline of DESIGN.md: bundle → statics → image/creds → agent → jail/trace →
 //! egress → analyse → report.
 
+pub mod agent;
+pub mod doctor;
+pub mod image;
+pub mod jail;
 pub mod model;
+pub mod run;
 pub mod trace;
+pub mod tracer;
+pub mod util;

@@ -181,14 +181,13 @@ pub enum NetOp {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EventKind {
-    /// The agent started a step (a script, a command, a hook).
+    /// The agent started a step (a script, a command, a hook). The step number is the event's
+    /// `step`.
     StepStart {
-        step: u32,
         label: String,
         argv: Vec<String>,
     },
     StepEnd {
-        step: u32,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         exit_code: Option<i32>,
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,0 +1,186 @@
+//! One observation run: image + plan → jail → trace. Side effects (run directory, trace file) live
+//! here; judging the trace is the analyser's job.
+
+use crate::agent;
+use crate::image::{self, Image, SkillFile};
+use crate::jail::{self, spec::Limits, JailOutcome};
+use crate::model::Fidelity;
+use crate::trace::{Event, EventKind, TraceHeader, TraceWriter};
+use crate::tracer::Msg;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("run directory: {0}")]
+    RunDir(std::io::Error),
+    #[error("trace: {0}")]
+    Trace(#[from] crate::trace::TraceError),
+    #[error(transparent)]
+    Jail(#[from] jail::JailError),
+}
+
+/// The skill as the run needs it.
+#[derive(Debug, Clone)]
+pub struct SkillInput {
+    pub name: String,
+    pub digest: String,
+    pub fidelity: Fidelity,
+    pub files: Vec<SkillFile>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub os: String,
+    pub timeout: Duration,
+    /// Where the trace goes; a temporary file in the run directory otherwise.
+    pub record: Option<PathBuf>,
+    pub limits: Limits,
+    pub grace: Duration,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            os: "linux".into(),
+            timeout: Duration::from_secs(120),
+            record: None,
+            limits: Limits::default(),
+            grace: Duration::from_secs(3),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct RunResult {
+    pub trace_path: PathBuf,
+    /// Kept on disk only when the caller asked for it (`record`).
+    pub trace_kept: bool,
+    pub outcome: JailOutcome,
+    pub complete: bool,
+    pub incomplete_reasons: Vec<String>,
+    pub step_output: BTreeMap<u32, String>,
+    pub duration_ms: u64,
+    pub image: Image,
+    _run_dir: tempfile::TempDir,
+}
+
+/// Why a run could not see everything, from what the supervisor knows and the events.
+pub fn incompleteness(outcome: &JailOutcome, events: &[Event]) -> Vec<String> {
+    let mut r = Vec::new();
+    if let Some(f) = &outcome.failure {
+        r.push(format!("jail: {f}"));
+    }
+    if outcome.budget_exhausted {
+        r.push("budget exhausted with processes alive".to_string());
+    }
+    for e in events {
+        if let EventKind::StepEnd { timed_out: true, .. } = &e.kind {
+            r.push(format!("step {} timed out", e.step.unwrap_or(0)));
+        }
+    }
+    if !outcome.info.iter().any(|(k, v)| k == "tracer" && v == "ready") {
+        r.push("tracer: never became ready".to_string());
+    }
+    r
+}
+
+pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunError> {
+    let t0 = jail::sys::monotonic_ns();
+    let run_dir = tempfile::Builder::new().prefix("so-run-").tempdir().map_err(RunError::RunDir)?;
+    // The jail runs under another uid when we are root: it must be able to reach the staging dir.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(run_dir.path(), std::fs::Permissions::from_mode(0o711)).map_err(RunError::RunDir)?;
+    let staging = run_dir.path().join("root");
+    std::fs::create_dir(&staging).map_err(RunError::RunDir)?;
+    std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o755)).map_err(RunError::RunDir)?;
+
+    let image = image::linux(&skill.name, &skill.files);
+    let step_timeout = opts.timeout.saturating_sub(opts.grace).max(Duration::from_secs(1));
+    let steps = agent::plan_scripts(&skill.files, &image.skill_dir, &image.workspace, step_timeout.as_millis() as u64);
+    let spec = image.jail_spec(
+        staging.to_string_lossy().into_owned(),
+        steps,
+        opts.limits.clone(),
+        opts.grace.as_millis() as u64,
+        t0,
+    );
+
+    let (trace_path, kept) = match &opts.record {
+        Some(p) => (p.clone(), true),
+        None => (run_dir.path().join("trace.jsonl"), false),
+    };
+    let mut header = TraceHeader::new(
+        &format!("{:x}", t0 ^ u64::from(std::process::id()) << 32),
+        &opts.os,
+        Some(skill.name.clone()),
+        crate::util::now_rfc3339(),
+    );
+    header.skill_digest = Some(skill.digest.clone());
+    header.fidelity = Some(skill.fidelity.as_str().to_string());
+    header.context = image.context.clone();
+    let file = std::fs::File::create(&trace_path).map_err(crate::trace::TraceError::Io)?;
+    let mut writer = TraceWriter::new(std::io::BufWriter::new(file), &header)?;
+    let mut events = Vec::new();
+    let mut outputs: BTreeMap<u32, String> = BTreeMap::new();
+    let mut write_err = None;
+    let outcome = jail::run(&spec, opts.timeout, &mut |m| match m {
+        Msg::Event { ev } => {
+            match writer.write(ev.clone()) {
+                Ok(seq) => events.push(Event { seq, ..ev }),
+                Err(e) => {
+                    write_err.get_or_insert(e);
+                }
+            }
+        }
+        Msg::Output { step, data } => outputs.entry(step).or_default().push_str(&data),
+        _ => {}
+    })?;
+    if let Some(e) = write_err {
+        return Err(e.into());
+    }
+    let duration_ms = (jail::sys::monotonic_ns().saturating_sub(t0)) / 1_000_000;
+    if outcome.budget_exhausted {
+        writer.write(Event {
+            seq: 0,
+            t_ns: jail::sys::monotonic_ns().saturating_sub(t0),
+            pid: 0,
+            tid: None,
+            ppid: None,
+            vpid: None,
+            step: None,
+            kind: EventKind::Limit {
+                what: "budget".into(),
+                detail: format!("wall-clock budget of {} s ran out; every process of the jail was killed", opts.timeout.as_secs()),
+            },
+        })?;
+    }
+    let reasons = incompleteness(&outcome, &events);
+    writer.write(Event {
+        seq: 0,
+        t_ns: jail::sys::monotonic_ns().saturating_sub(t0),
+        pid: 0,
+        tid: None,
+        ppid: None,
+        vpid: None,
+        step: None,
+        kind: EventKind::RunEnd {
+            duration_ms,
+            complete: reasons.is_empty(),
+            incomplete_reasons: reasons.clone(),
+        },
+    })?;
+    drop(writer);
+    Ok(RunResult {
+        trace_path,
+        trace_kept: kept,
+        outcome,
+        complete: reasons.is_empty(),
+        incomplete_reasons: reasons,
+        step_output: outputs,
+        duration_ms,
+        image,
+        _run_dir: run_dir,
+    })
+}
