@@ -697,7 +697,7 @@ mod tests {
         v4[2..4].copy_from_slice(&4444u16.to_be_bytes());
         v4[4..8].copy_from_slice(&[203, 0, 113, 7]);
         assert_eq!(decode_sockaddr(&v4), ("inet".into(), Some("203.0.113.7".into()), Some(4444)));
-        let mut un = vec![0u8; 12];
+        let mut un = vec![0u8; 13];
         un[0..2].copy_from_slice(&(libc::AF_UNIX as u16).to_ne_bytes());
         un[2..].copy_from_slice(b"/tmp/sock\0\0");
         assert_eq!(decode_sockaddr(&un).1.as_deref(), Some("/tmp/sock"));
