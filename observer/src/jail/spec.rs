@@ -43,9 +43,9 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            nproc: 256,
+            nproc: 128,
             nofile: 1024,
-            address_space: 16 << 30,
+            address_space: 2 << 30,
             file_size: 256 << 20,
             home_bytes: 512 << 20,
             tmp_bytes: 256 << 20,
