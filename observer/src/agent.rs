@@ -21,7 +21,11 @@ pub fn interpreter_argv(path: &str, data: &[u8], mode: u32) -> Option<Vec<String
     };
     // A shebang names the interpreter the author meant (e.g. `bash` for a `.sh` file).
     if let Some(line) = data.strip_prefix(b"#!") {
-        let end = line.iter().position(|&b| b == b'\n').unwrap_or(line.len()).min(256);
+        let end = line
+            .iter()
+            .position(|&b| b == b'\n')
+            .unwrap_or(line.len())
+            .min(256);
         let line = String::from_utf8_lossy(&line[..end]);
         let mut parts: Vec<String> = line.split_whitespace().map(str::to_string).collect();
         if !parts.is_empty() {
@@ -42,7 +46,12 @@ pub fn interpreter_argv(path: &str, data: &[u8], mode: u32) -> Option<Vec<String
 
 /// One step per script under `scripts/` (and per executable elsewhere in the bundle), in path
 /// order, each with the workspace as working directory.
-pub fn plan_scripts(files: &[SkillFile], skill_dir: &str, workspace: &str, step_timeout_ms: u64) -> Vec<StepSpec> {
+pub fn plan_scripts(
+    files: &[SkillFile],
+    skill_dir: &str,
+    workspace: &str,
+    step_timeout_ms: u64,
+) -> Vec<StepSpec> {
     let mut sorted: Vec<&SkillFile> = files.iter().collect();
     sorted.sort_by(|a, b| a.path.cmp(&b.path));
     let mut steps = Vec::new();
@@ -80,13 +89,22 @@ mod tests {
 
     #[test]
     fn interpreters() {
-        assert_eq!(interpreter_argv("/s/a.py", b"print(1)", 0o644).unwrap(), vec!["python3", "/s/a.py"]);
+        assert_eq!(
+            interpreter_argv("/s/a.py", b"print(1)", 0o644).unwrap(),
+            vec!["python3", "/s/a.py"]
+        );
         assert_eq!(
             interpreter_argv("/s/a.sh", b"#!/usr/bin/env bash\necho", 0o644).unwrap(),
             vec!["/usr/bin/env", "bash", "/s/a.sh"]
         );
-        assert_eq!(interpreter_argv("/s/run", b"#!/bin/sh -e\n", 0o755).unwrap(), vec!["/bin/sh", "-e", "/s/run"]);
-        assert_eq!(interpreter_argv("/s/bin", b"\x7fELF", 0o755).unwrap(), vec!["/s/bin"]);
+        assert_eq!(
+            interpreter_argv("/s/run", b"#!/bin/sh -e\n", 0o755).unwrap(),
+            vec!["/bin/sh", "-e", "/s/run"]
+        );
+        assert_eq!(
+            interpreter_argv("/s/bin", b"\x7fELF", 0o755).unwrap(),
+            vec!["/s/bin"]
+        );
         assert!(interpreter_argv("/s/notes.txt", b"hello", 0o644).is_none());
     }
 
@@ -101,7 +119,14 @@ mod tests {
         ];
         let steps = plan_scripts(&files, "/h/.claude/skills/x", "/h/ws", 1000);
         let labels: Vec<_> = steps.iter().map(|s| s.label.as_str()).collect();
-        assert_eq!(labels, vec!["script scripts/a.sh", "script scripts/b.py", "script tools/helper"]);
+        assert_eq!(
+            labels,
+            vec![
+                "script scripts/a.sh",
+                "script scripts/b.py",
+                "script tools/helper"
+            ]
+        );
         assert!(steps.iter().all(|s| s.cwd == "/h/ws"));
     }
 }

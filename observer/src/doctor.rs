@@ -21,7 +21,9 @@ pub struct Doctor {
 }
 
 fn read(p: &str) -> Option<String> {
-    std::fs::read_to_string(p).ok().map(|s| s.trim().to_string())
+    std::fs::read_to_string(p)
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 /// Forks a child that tries to create a user namespace, optionally after becoming `nobody`.
@@ -34,10 +36,16 @@ fn try_userns(as_nobody: bool) -> Result<(), String> {
     if pid == 0 {
         // SAFETY: raw syscalls in the child, then _exit.
         unsafe {
-            if as_nobody && (libc::setgroups(0, std::ptr::null()) != 0 || libc::setresgid(65534, 65534, 65534) != 0 || libc::setresuid(65534, 65534, 65534) != 0) {
+            if as_nobody
+                && (libc::setgroups(0, std::ptr::null()) != 0
+                    || libc::setresgid(65534, 65534, 65534) != 0
+                    || libc::setresuid(65534, 65534, 65534) != 0)
+            {
                 libc::_exit(2);
             }
-            let r = libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWNET | libc::CLONE_NEWPID);
+            let r = libc::unshare(
+                libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWNET | libc::CLONE_NEWPID,
+            );
             libc::_exit(if r == 0 { 0 } else { 1 });
         }
     }
@@ -53,7 +61,14 @@ fn try_userns(as_nobody: bool) -> Result<(), String> {
 
 fn landlock_abi() -> i64 {
     // SAFETY: LANDLOCK_CREATE_RULESET_VERSION query with null attributes.
-    unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32) }
+    unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            1u32,
+        )
+    }
 }
 
 pub fn run() -> Doctor {
@@ -70,7 +85,9 @@ pub fn run() -> Doctor {
         })
     };
 
-    let max_ns = read("/proc/sys/user/max_user_namespaces").and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+    let max_ns = read("/proc/sys/user/max_user_namespaces")
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or(0);
     let self_ns = try_userns(false);
     add(
         "user_namespaces",
@@ -90,7 +107,10 @@ pub fn run() -> Doctor {
             unpriv.is_ok(),
             false,
             match unpriv {
-                Ok(()) => "an unprivileged user can create user namespaces: observe runs without root".into(),
+                Ok(()) => {
+                    "an unprivileged user can create user namespaces: observe runs without root"
+                        .into()
+                }
                 Err(e) => format!("{e}: unprivileged workers cannot run the jail on this host"),
             },
         );
@@ -101,21 +121,36 @@ pub fn run() -> Doctor {
         abi >= 1,
         false,
         if abi >= 1 {
-            format!("ABI {abi}{}", if abi >= 6 { " (filesystem rules and signal/abstract-socket scoping)" } else { " (filesystem rules; no scoping before ABI 6)" })
+            format!(
+                "ABI {abi}{}",
+                if abi >= 6 {
+                    " (filesystem rules and signal/abstract-socket scoping)"
+                } else {
+                    " (filesystem rules; no scoping before ABI 6)"
+                }
+            )
         } else {
             "not available: the jail relies on mount namespaces and read-only mounts alone".into()
         },
     );
     let actions = read("/proc/sys/kernel/seccomp/actions_avail").unwrap_or_default();
-    let seccomp_ok = ["user_notif", "trace", "trap", "errno"].iter().all(|a| actions.split_whitespace().any(|x| x == *a));
+    let seccomp_ok = ["user_notif", "trace", "trap", "errno"]
+        .iter()
+        .all(|a| actions.split_whitespace().any(|x| x == *a));
     add(
         "seccomp",
         seccomp_ok,
         true,
-        if seccomp_ok { format!("filter actions available: {actions}") } else { format!("missing user_notif/trace/trap (have: {actions:?})") },
+        if seccomp_ok {
+            format!("filter actions available: {actions}")
+        } else {
+            format!("missing user_notif/trace/trap (have: {actions:?})")
+        },
     );
     let (maj, min) = {
-        let mut it = kernel.split(|c: char| !c.is_ascii_digit()).filter_map(|s| s.parse::<u32>().ok());
+        let mut it = kernel
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|s| s.parse::<u32>().ok());
         (it.next().unwrap_or(0), it.next().unwrap_or(0))
     };
     let sync_wake = (maj, min) >= (6, 6);
@@ -123,23 +158,42 @@ pub fn run() -> Doctor {
         "seccomp_sync_wakeup",
         sync_wake,
         false,
-        if sync_wake { "kernel >= 6.6: tracer wake-ups stay on the traced task's CPU".into() } else { "kernel < 6.6: tracing costs ~70 µs per event across CPUs".into() },
+        if sync_wake {
+            "kernel >= 6.6: tracer wake-ups stay on the traced task's CPU".into()
+        } else {
+            "kernel < 6.6: tracing costs ~70 µs per event across CPUs".into()
+        },
     );
     let addfd = (maj, min) >= (5, 14);
     add("seccomp_addfd", addfd, true, format!("kernel {kernel}: SECCOMP_ADDFD_FLAG_SEND needs >= 5.14 (the tracer hands replayed fds to tasks)"));
     let yama = read("/proc/sys/kernel/yama/ptrace_scope");
-    let ptrace_ok = !matches!(yama.as_deref(), Some("3")) && !(matches!(yama.as_deref(), Some("2")) && !root);
+    let ptrace_ok = match yama.as_deref() {
+        Some("3") => false,
+        Some("2") => root,
+        _ => true,
+    };
     add(
         "ptrace",
         ptrace_ok,
         true,
         match yama {
             None => "no Yama LSM: the tracer can ptrace its jail".into(),
-            Some(s) => format!("yama ptrace_scope={s}{}", if ptrace_ok { " (the tracer is the jail's ancestor: allowed)" } else { ": the tracer cannot attach" }),
+            Some(s) => format!(
+                "yama ptrace_scope={s}{}",
+                if ptrace_ok {
+                    " (the tracer is the jail's ancestor: allowed)"
+                } else {
+                    ": the tracer cannot attach"
+                }
+            ),
         },
     );
     let cg2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
-    let own_cg = read("/proc/self/cgroup").and_then(|s| s.lines().find(|l| l.starts_with("0::")).map(|l| l[3..].to_string()));
+    let own_cg = read("/proc/self/cgroup").and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with("0::"))
+            .map(|l| l[3..].to_string())
+    });
     let delegated = cg2
         && own_cg
             .as_ref()
@@ -157,16 +211,30 @@ pub fn run() -> Doctor {
         if delegated {
             "cgroup v2 subtree writable: per-run memory/pids/cpu limits can use cgroups".into()
         } else if cg2 {
-            "cgroup v2 present but our cgroup is not writable: limits use rlimits and tmpfs sizes".into()
+            "cgroup v2 present but our cgroup is not writable: limits use rlimits and tmpfs sizes"
+                .into()
         } else {
             "no cgroup v2 (v1 or none): limits use rlimits and tmpfs sizes".into()
         },
     );
     let timens = std::path::Path::new("/proc/self/ns/time").exists();
-    add("time_namespaces", timens, false, if timens { "available (clock offsets for time-bomb passes)".into() } else { "not available".into() });
+    add(
+        "time_namespaces",
+        timens,
+        false,
+        if timens {
+            "available (clock offsets for time-bomb passes)".into()
+        } else {
+            "not available".into()
+        },
+    );
 
     let required_ok = checks.iter().filter(|c| c.required).all(|c| c.ok);
-    let all_ok = checks.iter().all(|c| c.ok || c.name == "cgroup_v2_delegation" || c.name == "unprivileged_user_namespaces" || c.name == "time_namespaces");
+    let all_ok = checks.iter().all(|c| {
+        c.ok || c.name == "cgroup_v2_delegation"
+            || c.name == "unprivileged_user_namespaces"
+            || c.name == "time_namespaces"
+    });
     let isolation = if !required_ok {
         "unavailable"
     } else if all_ok {
@@ -184,11 +252,25 @@ pub fn run() -> Doctor {
 
 impl Doctor {
     pub fn render(&self) -> String {
-        let mut s = format!("kernel {} ({})\n", self.kernel, if self.running_as_root { "running as root" } else { "running unprivileged" });
+        let mut s = format!(
+            "kernel {} ({})\n",
+            self.kernel,
+            if self.running_as_root {
+                "running as root"
+            } else {
+                "running unprivileged"
+            }
+        );
         for c in &self.checks {
             s.push_str(&format!(
                 "  [{}] {:<30} {}\n",
-                if c.ok { " ok " } else if c.required { "FAIL" } else { "warn" },
+                if c.ok {
+                    " ok "
+                } else if c.required {
+                    "FAIL"
+                } else {
+                    "warn"
+                },
                 c.name,
                 c.detail
             ));

@@ -169,7 +169,11 @@ pub fn linux(skill_name: &str, skill_files: &[SkillFile]) -> Image {
     ];
     for f in skill_files {
         let rel = f.path.trim_start_matches('/');
-        entries.push(file(&format!("{skill_dir}/{rel}"), f.mode & 0o7777, f.data.clone()));
+        entries.push(file(
+            &format!("{skill_dir}/{rel}"),
+            f.mode & 0o7777,
+            f.data.clone(),
+        ));
     }
     let path = format!("{home}/.local/bin:/usr/local/bin:/usr/bin:/bin");
     let env = vec![
@@ -187,9 +191,17 @@ pub fn linux(skill_name: &str, skill_files: &[SkillFile]) -> Image {
         workspace: workspace.clone(),
         skill_dir: skill_dir.clone(),
         other_skill_dirs: vec![sibling],
-        agent_files: vec![format!("{home}/.claude/settings.json"), format!("{home}/.claude/CLAUDE.md")],
+        agent_files: vec![
+            format!("{home}/.claude/settings.json"),
+            format!("{home}/.claude/CLAUDE.md"),
+        ],
         temp_dirs: vec!["/tmp".into(), "/var/tmp".into(), "/dev/shm".into()],
-        path_dirs: vec![format!("{home}/.local/bin"), "/usr/local/bin".into(), "/usr/bin".into(), "/bin".into()],
+        path_dirs: vec![
+            format!("{home}/.local/bin"),
+            "/usr/local/bin".into(),
+            "/usr/bin".into(),
+            "/bin".into(),
+        ],
         credential_files: Vec::new(),
         credential_env: Vec::new(),
         creds_seed: None,
@@ -212,7 +224,14 @@ pub fn linux(skill_name: &str, skill_files: &[SkillFile]) -> Image {
 }
 
 impl Image {
-    pub fn jail_spec(&self, staging: String, steps: Vec<crate::jail::spec::StepSpec>, limits: Limits, grace_ms: u64, t0_ns: u64) -> JailSpec {
+    pub fn jail_spec(
+        &self,
+        staging: String,
+        steps: Vec<crate::jail::spec::StepSpec>,
+        limits: Limits,
+        grace_ms: u64,
+        t0_ns: u64,
+    ) -> JailSpec {
         JailSpec {
             t0_ns,
             staging,

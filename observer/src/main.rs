@@ -14,7 +14,11 @@ const EXIT_BAD_INPUT: u8 = 2;
 const EXIT_INCOMPLETE: u8 = 30;
 
 #[derive(Parser, Debug)]
-#[command(name = "observe", version, about = "Run an AI-agent skill in a kernel jail and report what it does")]
+#[command(
+    name = "observe",
+    version,
+    about = "Run an AI-agent skill in a kernel jail and report what it does"
+)]
 #[command(args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
@@ -73,12 +77,24 @@ fn load_folder(p: &std::path::Path) -> anyhow::Result<SkillInput> {
                 stack.push(e.path());
             } else if m.is_file() {
                 let rel = e.path().strip_prefix(p)?.to_string_lossy().into_owned();
-                files.push(SkillFile { path: rel, data: std::fs::read(e.path())?, mode: m.permissions().mode() });
+                files.push(SkillFile {
+                    path: rel,
+                    data: std::fs::read(e.path())?,
+                    mode: m.permissions().mode(),
+                });
             }
         }
     }
-    let name = p.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "skill".into());
-    Ok(SkillInput { name, digest: String::new(), fidelity: Fidelity::Bundle, files })
+    let name = p
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "skill".into());
+    Ok(SkillInput {
+        name,
+        digest: String::new(),
+        fidelity: Fidelity::Bundle,
+        files,
+    })
 }
 
 fn main() -> ExitCode {
@@ -98,7 +114,11 @@ fn main() -> ExitCode {
             } else {
                 print!("{}", d.render());
             }
-            return if d.usable() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_INTERNAL) };
+            return if d.usable() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_INTERNAL)
+            };
         }
         Some(Cmd::Replay { .. }) => return not_yet("replay"),
         None => {}
@@ -126,7 +146,11 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     };
-    let opts = RunOptions { timeout: std::time::Duration::from_secs(cli.timeout), record: cli.record.clone(), ..RunOptions::default() };
+    let opts = RunOptions {
+        timeout: std::time::Duration::from_secs(cli.timeout),
+        record: cli.record.clone(),
+        ..RunOptions::default()
+    };
     let res = match observer::run::observe(&input, &opts) {
         Ok(r) => r,
         Err(e) => {
@@ -134,7 +158,12 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_INTERNAL);
         }
     };
-    println!("trace: {} (complete: {}, {} ms)", res.trace_path.display(), res.complete, res.duration_ms);
+    println!(
+        "trace: {} (complete: {}, {} ms)",
+        res.trace_path.display(),
+        res.complete,
+        res.duration_ms
+    );
     for r in &res.incomplete_reasons {
         println!("incomplete: {r}");
     }
@@ -145,5 +174,9 @@ fn main() -> ExitCode {
         println!("--- step {s} output ---\n{o}");
     }
     let _ = cli.report;
-    if res.complete { ExitCode::SUCCESS } else { ExitCode::from(EXIT_INCOMPLETE) }
+    if res.complete {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_INCOMPLETE)
+    }
 }

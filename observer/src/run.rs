@@ -76,11 +76,18 @@ pub fn incompleteness(outcome: &JailOutcome, events: &[Event]) -> Vec<String> {
         r.push("budget exhausted with processes alive".to_string());
     }
     for e in events {
-        if let EventKind::StepEnd { timed_out: true, .. } = &e.kind {
+        if let EventKind::StepEnd {
+            timed_out: true, ..
+        } = &e.kind
+        {
             r.push(format!("step {} timed out", e.step.unwrap_or(0)));
         }
     }
-    if !outcome.info.iter().any(|(k, v)| k == "tracer" && v == "ready") {
+    if !outcome
+        .info
+        .iter()
+        .any(|(k, v)| k == "tracer" && v == "ready")
+    {
         r.push("tracer: never became ready".to_string());
     }
     r
@@ -88,17 +95,30 @@ pub fn incompleteness(outcome: &JailOutcome, events: &[Event]) -> Vec<String> {
 
 pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunError> {
     let t0 = jail::sys::monotonic_ns();
-    let run_dir = tempfile::Builder::new().prefix("so-run-").tempdir().map_err(RunError::RunDir)?;
+    let run_dir = tempfile::Builder::new()
+        .prefix("so-run-")
+        .tempdir()
+        .map_err(RunError::RunDir)?;
     // The jail runs under another uid when we are root: it must be able to reach the staging dir.
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(run_dir.path(), std::fs::Permissions::from_mode(0o711)).map_err(RunError::RunDir)?;
+    std::fs::set_permissions(run_dir.path(), std::fs::Permissions::from_mode(0o711))
+        .map_err(RunError::RunDir)?;
     let staging = run_dir.path().join("root");
     std::fs::create_dir(&staging).map_err(RunError::RunDir)?;
-    std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o755)).map_err(RunError::RunDir)?;
+    std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o755))
+        .map_err(RunError::RunDir)?;
 
     let image = image::linux(&skill.name, &skill.files);
-    let step_timeout = opts.timeout.saturating_sub(opts.grace).max(Duration::from_secs(1));
-    let steps = agent::plan_scripts(&skill.files, &image.skill_dir, &image.workspace, step_timeout.as_millis() as u64);
+    let step_timeout = opts
+        .timeout
+        .saturating_sub(opts.grace)
+        .max(Duration::from_secs(1));
+    let steps = agent::plan_scripts(
+        &skill.files,
+        &image.skill_dir,
+        &image.workspace,
+        step_timeout.as_millis() as u64,
+    );
     let spec = image.jail_spec(
         staging.to_string_lossy().into_owned(),
         steps,
@@ -126,14 +146,12 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
     let mut outputs: BTreeMap<u32, String> = BTreeMap::new();
     let mut write_err = None;
     let outcome = jail::run(&spec, opts.timeout, &mut |m| match m {
-        Msg::Event { ev } => {
-            match writer.write(ev.clone()) {
-                Ok(seq) => events.push(Event { seq, ..ev }),
-                Err(e) => {
-                    write_err.get_or_insert(e);
-                }
+        Msg::Event { ev } => match writer.write(ev.clone()) {
+            Ok(seq) => events.push(Event { seq, ..ev }),
+            Err(e) => {
+                write_err.get_or_insert(e);
             }
-        }
+        },
         Msg::Output { step, data } => outputs.entry(step).or_default().push_str(&data),
         _ => {}
     })?;
@@ -152,7 +170,10 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
             step: None,
             kind: EventKind::Limit {
                 what: "budget".into(),
-                detail: format!("wall-clock budget of {} s ran out; every process of the jail was killed", opts.timeout.as_secs()),
+                detail: format!(
+                    "wall-clock budget of {} s ran out; every process of the jail was killed",
+                    opts.timeout.as_secs()
+                ),
             },
         })?;
     }

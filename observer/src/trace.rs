@@ -137,7 +137,10 @@ pub struct SysResult {
 
 impl SysResult {
     pub fn ok(v: i64) -> Self {
-        SysResult { ret: Some(v), err: None }
+        SysResult {
+            ret: Some(v),
+            err: None,
+        }
     }
     pub fn errno(e: i32) -> Self {
         SysResult {
@@ -183,10 +186,7 @@ pub enum NetOp {
 pub enum EventKind {
     /// The agent started a step (a script, a command, a hook). The step number is the event's
     /// `step`.
-    StepStart {
-        label: String,
-        argv: Vec<String>,
-    },
+    StepStart { label: String, argv: Vec<String> },
     StepEnd {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         exit_code: Option<i32>,
@@ -377,8 +377,8 @@ impl Trace {
         let first = lines
             .next()
             .ok_or_else(|| TraceError::BadHeader("empty file".into()))??;
-        let header: TraceHeader = serde_json::from_str(&first)
-            .map_err(|e| TraceError::BadHeader(format!("{e}")))?;
+        let header: TraceHeader =
+            serde_json::from_str(&first).map_err(|e| TraceError::BadHeader(format!("{e}")))?;
         if header.format != TRACE_FORMAT {
             return Err(TraceError::BadHeader(header.format));
         }
@@ -469,7 +469,12 @@ mod tests {
 
     #[test]
     fn roundtrip_header_and_events() {
-        let h = TraceHeader::new("r1", "linux", Some("demo".into()), "2026-01-01T00:00:00Z".into());
+        let h = TraceHeader::new(
+            "r1",
+            "linux",
+            Some("demo".into()),
+            "2026-01-01T00:00:00Z".into(),
+        );
         let mut w = TraceWriter::new(Vec::new(), &h).unwrap();
         w.write(Event {
             seq: 0,
@@ -514,10 +519,13 @@ mod tests {
         assert_eq!(t.header, h);
         assert_eq!(t.events.len(), 2);
         assert_eq!(t.events[1].seq, 2);
-        assert_eq!(t.events[1].kind, match &t.events[1].kind {
-            k @ EventKind::Net { .. } => k.clone(),
-            _ => panic!(),
-        });
+        assert_eq!(
+            t.events[1].kind,
+            match &t.events[1].kind {
+                k @ EventKind::Net { .. } => k.clone(),
+                _ => panic!(),
+            }
+        );
     }
 
     #[test]
@@ -530,6 +538,9 @@ mod tests {
             Trace::read(&b"{\"format\":\"skill-observer-trace\",\"version\":99,\"started_at\":\"\",\"run_id\":\"\",\"os\":\"\"}\n"[..]),
             Err(TraceError::Version(99))
         ));
-        assert!(matches!(Trace::read(&b""[..]), Err(TraceError::BadHeader(_))));
+        assert!(matches!(
+            Trace::read(&b""[..]),
+            Err(TraceError::BadHeader(_))
+        ));
     }
 }

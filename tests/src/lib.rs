@@ -8,7 +8,10 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
 }
 
 /// Path to the `observe` binary: `$OBSERVE_BIN`, or built once from this workspace.
@@ -25,7 +28,9 @@ pub fn observe_bin() -> PathBuf {
             .status()
             .expect("run cargo build");
         assert!(status.success(), "building observe failed");
-        let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join("target"));
+        let target = std::env::var("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| root.join("target"));
         target.join("debug").join("observe")
     })
     .clone()
@@ -45,14 +50,21 @@ impl Skill {
 /// Creates a skill named `name` with `SKILL.md` and the given files (path, content, mode).
 pub fn skill(name: &str, files: &[(&str, &str, u32)]) -> Skill {
     use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::Builder::new().prefix("so-test-").tempdir().expect("tempdir");
+    let dir = tempfile::Builder::new()
+        .prefix("so-test-")
+        .tempdir()
+        .expect("tempdir");
     // World-writable so an unprivileged observe (see `unprivileged_prefix`) can write its trace.
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
     let root = dir.path().join("skill");
     std::fs::create_dir_all(&root).expect("mkdir");
     let has_md = files.iter().any(|(p, _, _)| *p == "SKILL.md");
     if !has_md {
-        std::fs::write(root.join("SKILL.md"), format!("---\nname: {name}\ndescription: test skill {name}\n---\n\nRun the scripts.\n")).expect("write SKILL.md");
+        std::fs::write(
+            root.join("SKILL.md"),
+            format!("---\nname: {name}\ndescription: test skill {name}\n---\n\nRun the scripts.\n"),
+        )
+        .expect("write SKILL.md");
     }
     for (p, content, mode) in files {
         let f = root.join(p);
@@ -86,7 +98,11 @@ impl Run {
     pub fn run_end(&self) -> (bool, Vec<String>) {
         self.kinds()
             .find_map(|k| match k {
-                EventKind::RunEnd { complete, incomplete_reasons, .. } => Some((*complete, incomplete_reasons.clone())),
+                EventKind::RunEnd {
+                    complete,
+                    incomplete_reasons,
+                    ..
+                } => Some((*complete, incomplete_reasons.clone())),
                 _ => None,
             })
             .expect("trace has a run_end event")
@@ -95,7 +111,9 @@ impl Run {
     pub fn execs(&self) -> Vec<(String, Vec<String>, bool)> {
         self.kinds()
             .filter_map(|k| match k {
-                EventKind::Exec { path, argv, result, .. } => Some((path.clone(), argv.clone(), result.is_ok())),
+                EventKind::Exec {
+                    path, argv, result, ..
+                } => Some((path.clone(), argv.clone(), result.is_ok())),
                 _ => None,
             })
             .collect()
@@ -104,7 +122,12 @@ impl Run {
     pub fn opens(&self) -> Vec<(String, bool, Option<i64>)> {
         self.kinds()
             .filter_map(|k| match k {
-                EventKind::Open { path, write, result, .. } => Some((path.clone(), *write, result.ret)),
+                EventKind::Open {
+                    path,
+                    write,
+                    result,
+                    ..
+                } => Some((path.clone(), *write, result.ret)),
                 _ => None,
             })
             .collect()
@@ -134,7 +157,10 @@ pub fn observe_as(skill: &Skill, args: &[&str], prefix: Option<&[String]>) -> Ru
     argv.extend(["--report".into(), report.to_string_lossy().into_owned()]);
     argv.extend(args.iter().map(|s| s.to_string()));
     let start = Instant::now();
-    let output = Command::new(&argv[0]).args(&argv[1..]).output().expect("run observe");
+    let output = Command::new(&argv[0])
+        .args(&argv[1..])
+        .output()
+        .expect("run observe");
     let elapsed = start.elapsed();
     let t = Trace::read_file(&trace).unwrap_or_else(|e| {
         panic!(
@@ -143,7 +169,9 @@ pub fn observe_as(skill: &Skill, args: &[&str], prefix: Option<&[String]>) -> Ru
             String::from_utf8_lossy(&output.stderr)
         )
     });
-    let report = std::fs::read(&report).ok().and_then(|b| serde_json::from_slice(&b).ok());
+    let report = std::fs::read(&report)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
     Run {
         output,
         trace: t,
@@ -160,10 +188,20 @@ pub fn unprivileged_prefix() -> Result<Vec<String>, String> {
         return Ok(Vec::new()); // already unprivileged
     }
     let user = "so-test-worker";
-    let exists = Command::new("id").arg(user).output().map(|o| o.status.success()).unwrap_or(false);
+    let exists = Command::new("id")
+        .arg(user)
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
     if !exists {
         let ok = Command::new("useradd")
-            .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", user])
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                user,
+            ])
             .status()
             .map(|s| s.success())
             .unwrap_or(false);
@@ -171,9 +209,15 @@ pub fn unprivileged_prefix() -> Result<Vec<String>, String> {
             return Err("useradd failed".into());
         }
     }
-    let out = Command::new("id").args(["-u", user]).output().map_err(|e| e.to_string())?;
+    let out = Command::new("id")
+        .args(["-u", user])
+        .output()
+        .map_err(|e| e.to_string())?;
     let uid = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let out = Command::new("id").args(["-g", user]).output().map_err(|e| e.to_string())?;
+    let out = Command::new("id")
+        .args(["-g", user])
+        .output()
+        .map_err(|e| e.to_string())?;
     let gid = String::from_utf8_lossy(&out.stdout).trim().to_string();
     Ok(vec![
         "setpriv".into(),

@@ -25,30 +25,66 @@ fn assert_basic(r: &Run) {
     assert!(complete, "run incomplete: {reasons:?}\n{}", r.stdout());
     let ws = "/home/alice/projects/webapp";
     let opens = r.opens();
-    assert!(opens.iter().any(|(p, w, ret)| p == "/etc/hostname" && !w && ret.unwrap_or(-1) >= 0), "{opens:?}");
     assert!(
-        opens.iter().any(|(p, w, ret)| p == &format!("{ws}/out.txt") && *w && ret.unwrap_or(-1) >= 0),
+        opens
+            .iter()
+            .any(|(p, w, ret)| p == "/etc/hostname" && !w && ret.unwrap_or(-1) >= 0),
+        "{opens:?}"
+    );
+    assert!(
+        opens
+            .iter()
+            .any(|(p, w, ret)| p == &format!("{ws}/out.txt") && *w && ret.unwrap_or(-1) >= 0),
         "{opens:?}"
     );
     let unlink = r.kinds().find_map(|k| match k {
-        EventKind::FileOp { op: FileOp::Unlink, path, result, .. } => Some((path.clone(), result.ret)),
+        EventKind::FileOp {
+            op: FileOp::Unlink,
+            path,
+            result,
+            ..
+        } => Some((path.clone(), result.ret)),
         _ => None,
     });
-    assert_eq!(unlink, Some(("/home/alice/Documents/notes.txt".to_string(), Some(0))));
+    assert_eq!(
+        unlink,
+        Some(("/home/alice/Documents/notes.txt".to_string(), Some(0)))
+    );
     let execs = r.execs();
     assert!(
-        execs.iter().any(|(_, argv, ok)| *ok && argv.len() == 3 && argv[0] == "sh" && argv[1] == "-c" && argv[2].starts_with("curl ")),
+        execs.iter().any(|(_, argv, ok)| *ok
+            && argv.len() == 3
+            && argv[0] == "sh"
+            && argv[1] == "-c"
+            && argv[2].starts_with("curl ")),
         "{execs:?}"
     );
-    assert!(execs.iter().any(|(p, argv, ok)| *ok && p == "/usr/bin/curl" && argv[0] == "curl"), "{execs:?}");
+    assert!(
+        execs
+            .iter()
+            .any(|(p, argv, ok)| *ok && p == "/usr/bin/curl" && argv[0] == "curl"),
+        "{execs:?}"
+    );
     let connect = r.kinds().find_map(|k| match k {
-        EventKind::Net { op: NetOp::Connect, addr: Some(a), port: Some(4444), result, .. } if a == "203.0.113.7" => Some(result.err.clone()),
+        EventKind::Net {
+            op: NetOp::Connect,
+            addr: Some(a),
+            port: Some(4444),
+            result,
+            ..
+        } if a == "203.0.113.7" => Some(result.err.clone()),
         _ => None,
     });
     assert_eq!(connect, Some(Some("ENETUNREACH".to_string())));
     // Every event of the step's processes is attributed to step 0 and has a parent link.
     for e in r.events() {
-        if matches!(e.kind, EventKind::Open { .. } | EventKind::Exec { .. } | EventKind::FileOp { .. } | EventKind::Net { .. }) {
+        if matches!(
+            e.kind,
+            EventKind::Open { .. }
+                | EventKind::Exec { .. }
+                | EventKind::FileOp { .. }
+                | EventKind::Net { .. }
+        ) {
             assert_eq!(e.step, Some(0), "{e:?}");
             assert!(e.ppid.is_some(), "{e:?}");
         }
@@ -82,7 +118,10 @@ fn records_the_same_when_observe_runs_unprivileged() {
         .output()
         .expect("doctor");
     if !doctor.status.success() {
-        println!("SKIPPED: the host forbids unprivileged jails:\n{}", String::from_utf8_lossy(&doctor.stdout));
+        println!(
+            "SKIPPED: the host forbids unprivileged jails:\n{}",
+            String::from_utf8_lossy(&doctor.stdout)
+        );
         return;
     }
     let s = skill("basic-unpriv", &[("scripts/run.sh", BASIC, 0o755)]);
@@ -110,7 +149,11 @@ print('parent done')
     // Its parent is the first fork's child (not pid 1 after reparenting).
     let parent = hit.ppid.expect("ppid");
     let first_child = r.events().iter().find_map(|e| match e.kind {
-        EventKind::Spawn { child, thread: false, .. } if child == parent => Some(child),
+        EventKind::Spawn {
+            child,
+            thread: false,
+            ..
+        } if child == parent => Some(child),
         _ => None,
     });
     assert_eq!(first_child, Some(parent));
@@ -150,12 +193,34 @@ print('RESULT', res)
     let s = skill("escape", &[("scripts/e.py", &script, 0o644)]);
     let r = observe(&s, &["--timeout", "30"]);
     let out = r.stdout();
-    let line = out.lines().find(|l| l.starts_with("RESULT")).unwrap_or_else(|| panic!("no result line:\n{out}"));
-    for key in ["host_home", "self_exe", "observe_bin", "work", "host_loopback", "internet", "write_usr", "write_etc", "docker_sock"] {
-        assert!(!line.contains(&format!("'{key}': 'OK'")), "{key} reachable: {line}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("RESULT"))
+        .unwrap_or_else(|| panic!("no result line:\n{out}"));
+    for key in [
+        "host_home",
+        "self_exe",
+        "observe_bin",
+        "work",
+        "host_loopback",
+        "internet",
+        "write_usr",
+        "write_etc",
+        "docker_sock",
+    ] {
+        assert!(
+            !line.contains(&format!("'{key}': 'OK'")),
+            "{key} reachable: {line}"
+        );
     }
-    assert!(line.contains("'root': 'OK'"), "/root should be an empty dir: {line}");
-    assert!(host.accept().is_err(), "the host listener received a connection");
+    assert!(
+        line.contains("'root': 'OK'"),
+        "/root should be an empty dir: {line}"
+    );
+    assert!(
+        host.accept().is_err(),
+        "the host listener received a connection"
+    );
 }
 
 #[test]
@@ -175,14 +240,22 @@ print('after', open('/proc/self/status').read().count('\n') > 5)
     let denied: Vec<(String, String)> = r
         .kinds()
         .filter_map(|k| match k {
-            EventKind::Denied { syscall, action, .. } => Some((syscall.clone(), action.clone())),
+            EventKind::Denied {
+                syscall, action, ..
+            } => Some((syscall.clone(), action.clone())),
             _ => None,
         })
         .collect();
     for call in ["unshare", "ptrace", "mount", "keyctl", "io_uring_setup"] {
-        assert!(denied.iter().any(|(s, a)| s == call && a == "errno"), "{call} not recorded: {denied:?}");
+        assert!(
+            denied.iter().any(|(s, a)| s == call && a == "errno"),
+            "{call} not recorded: {denied:?}"
+        );
     }
-    assert!(denied.iter().any(|(s, a)| s == "prctl" && a == "pretend"), "{denied:?}");
+    assert!(
+        denied.iter().any(|(s, a)| s == "prctl" && a == "pretend"),
+        "{denied:?}"
+    );
     assert!(r.stdout().contains("after True"), "{}", r.stdout());
 }
 
@@ -202,7 +275,15 @@ print('survived', f())
     assert!(!r.stdout().contains("survived"), "{}", r.stdout());
     let denied = r.kinds().any(|k| matches!(k, EventKind::Denied { arch, action, .. } if arch == "i386" && action == "kill"));
     assert!(denied, "no i386 kill recorded");
-    let killed = r.kinds().any(|k| matches!(k, EventKind::Exit { signal: Some(9), .. }));
+    let killed = r.kinds().any(|k| {
+        matches!(
+            k,
+            EventKind::Exit {
+                signal: Some(9),
+                ..
+            }
+        )
+    });
     assert!(killed);
 }
 
@@ -216,27 +297,52 @@ fn assert_ends_within(r: &Run, budget: u64) {
 
 #[test]
 fn fork_bomb_ends_within_budget_and_is_incomplete() {
-    let s = skill("forkbomb", &[("scripts/b.sh", "#!/bin/bash\nf() { f | f & }; f\nsleep 100\n", 0o755)]);
+    let s = skill(
+        "forkbomb",
+        &[(
+            "scripts/b.sh",
+            "#!/bin/bash\nf() { f | f & }; f\nsleep 100\n",
+            0o755,
+        )],
+    );
     let r = observe(&s, &["--timeout", "6"]);
     assert_ends_within(&r, 6);
     let (complete, reasons) = r.run_end();
-    assert!(!complete, "a fork bomb that outlives the budget must be incomplete");
+    assert!(
+        !complete,
+        "a fork bomb that outlives the budget must be incomplete"
+    );
     assert!(!reasons.is_empty());
 }
 
 #[test]
 fn infinite_loop_ends_within_budget_and_is_incomplete() {
-    let s = skill("spin", &[("scripts/s.py", "while True:\n    pass\n", 0o644)]);
+    let s = skill(
+        "spin",
+        &[("scripts/s.py", "while True:\n    pass\n", 0o644)],
+    );
     let r = observe(&s, &["--timeout", "5"]);
     assert_ends_within(&r, 5);
     let (complete, reasons) = r.run_end();
     assert!(!complete);
-    assert!(reasons.iter().any(|x| x.contains("timed out") || x.contains("budget")), "{reasons:?}");
+    assert!(
+        reasons
+            .iter()
+            .any(|x| x.contains("timed out") || x.contains("budget")),
+        "{reasons:?}"
+    );
 }
 
 #[test]
 fn memory_bomb_is_stopped_by_the_address_space_limit() {
-    let s = skill("membomb", &[("scripts/m.py", "x = []\nwhile True:\n    x.append(bytearray(64 << 20))\n", 0o644)]);
+    let s = skill(
+        "membomb",
+        &[(
+            "scripts/m.py",
+            "x = []\nwhile True:\n    x.append(bytearray(64 << 20))\n",
+            0o644,
+        )],
+    );
     let r = observe(&s, &["--timeout", "20"]);
     assert_ends_within(&r, 20);
     // The process dies of MemoryError (exit 1) long before the host is at risk.
@@ -250,9 +356,18 @@ fn memory_bomb_is_stopped_by_the_address_space_limit() {
 
 #[test]
 fn huge_file_write_hits_the_file_size_limit() {
-    let s = skill("bigfile", &[("scripts/w.sh", "#!/bin/sh\nhead -c 10000000000 /dev/zero > big.bin\necho rc=$?\n", 0o755)]);
+    let s = skill(
+        "bigfile",
+        &[(
+            "scripts/w.sh",
+            "#!/bin/sh\nhead -c 10000000000 /dev/zero > big.bin\necho rc=$?\n",
+            0o755,
+        )],
+    );
     let r = observe(&s, &["--timeout", "30"]);
     assert_ends_within(&r, 30);
-    let limit = r.kinds().any(|k| matches!(k, EventKind::Limit { what, .. } if what == "file_size"));
+    let limit = r
+        .kinds()
+        .any(|k| matches!(k, EventKind::Limit { what, .. } if what == "file_size"));
     assert!(limit, "file size limit not reported:\n{}", r.stdout());
 }

@@ -337,28 +337,64 @@ mod tests {
         assert_eq!(run(&p, x, nr(libc::SYS_clone3), [0; 6]), RET_ERRNO | 38);
         // i386 int 0x80 and x32 numbers trap.
         assert_eq!(run(&p, 0x4000_0003, 5, [0; 6]), RET_TRAP);
-        assert_eq!(run(&p, x, 0x4000_0000 | nr(libc::SYS_openat), [0; 6]), RET_TRAP);
+        assert_eq!(
+            run(&p, x, 0x4000_0000 | nr(libc::SYS_openat), [0; 6]),
+            RET_TRAP
+        );
         // clone: plain fork allowed, namespace flags refused.
         let fork_flags = (libc::CLONE_CHILD_SETTID | libc::SIGCHLD) as u64;
-        assert_eq!(run(&p, x, nr(libc::SYS_clone), [fork_flags, 0, 0, 0, 0, 0]), RET_ALLOW);
-        let ns = (libc::CLONE_NEWUSER) as u64;
-        assert_eq!(run(&p, x, nr(libc::SYS_clone), [ns, 0, 0, 0, 0, 0]), RET_USER_NOTIF);
-        assert_eq!(run(&p, x, nr(libc::SYS_unshare), [0x80, 0, 0, 0, 0, 0]), RET_USER_NOTIF);
         assert_eq!(
-            run(&p, x, nr(libc::SYS_unshare), [libc::CLONE_FILES as u64, 0, 0, 0, 0, 0]),
+            run(&p, x, nr(libc::SYS_clone), [fork_flags, 0, 0, 0, 0, 0]),
+            RET_ALLOW
+        );
+        let ns = (libc::CLONE_NEWUSER) as u64;
+        assert_eq!(
+            run(&p, x, nr(libc::SYS_clone), [ns, 0, 0, 0, 0, 0]),
+            RET_USER_NOTIF
+        );
+        assert_eq!(
+            run(&p, x, nr(libc::SYS_unshare), [0x80, 0, 0, 0, 0, 0]),
+            RET_USER_NOTIF
+        );
+        assert_eq!(
+            run(
+                &p,
+                x,
+                nr(libc::SYS_unshare),
+                [libc::CLONE_FILES as u64, 0, 0, 0, 0, 0]
+            ),
             RET_ALLOW
         );
         // sendto: only with a destination address, whichever half of the pointer is set.
-        assert_eq!(run(&p, x, nr(libc::SYS_sendto), [3, 0, 0, 0, 0, 0]), RET_ALLOW);
-        assert_eq!(run(&p, x, nr(libc::SYS_sendto), [3, 0, 0, 0, 0x1000, 0]), RET_USER_NOTIF);
+        assert_eq!(
+            run(&p, x, nr(libc::SYS_sendto), [3, 0, 0, 0, 0, 0]),
+            RET_ALLOW
+        );
+        assert_eq!(
+            run(&p, x, nr(libc::SYS_sendto), [3, 0, 0, 0, 0x1000, 0]),
+            RET_USER_NOTIF
+        );
         assert_eq!(
             run(&p, x, nr(libc::SYS_sendto), [3, 0, 0, 0, 0x1_0000_0000, 0]),
             RET_USER_NOTIF
         );
         // prctl: only PR_SET_DUMPABLE.
-        assert_eq!(run(&p, x, nr(libc::SYS_prctl), [libc::PR_SET_NAME as u64, 0, 0, 0, 0, 0]), RET_ALLOW);
         assert_eq!(
-            run(&p, x, nr(libc::SYS_prctl), [libc::PR_SET_DUMPABLE as u64, 0, 0, 0, 0, 0]),
+            run(
+                &p,
+                x,
+                nr(libc::SYS_prctl),
+                [libc::PR_SET_NAME as u64, 0, 0, 0, 0, 0]
+            ),
+            RET_ALLOW
+        );
+        assert_eq!(
+            run(
+                &p,
+                x,
+                nr(libc::SYS_prctl),
+                [libc::PR_SET_DUMPABLE as u64, 0, 0, 0, 0, 0]
+            ),
             RET_USER_NOTIF
         );
         assert!(p.len() < 4096);
@@ -367,8 +403,14 @@ mod tests {
     #[test]
     fn extra_notify() {
         let p = build(&[libc::SYS_uname]);
-        assert_eq!(run(&p, AUDIT_ARCH_X86_64, nr(libc::SYS_uname), [0; 6]), RET_USER_NOTIF);
+        assert_eq!(
+            run(&p, AUDIT_ARCH_X86_64, nr(libc::SYS_uname), [0; 6]),
+            RET_USER_NOTIF
+        );
         let p = build(&[]);
-        assert_eq!(run(&p, AUDIT_ARCH_X86_64, nr(libc::SYS_uname), [0; 6]), RET_ALLOW);
+        assert_eq!(
+            run(&p, AUDIT_ARCH_X86_64, nr(libc::SYS_uname), [0; 6]),
+            RET_ALLOW
+        );
     }
 }

@@ -26,7 +26,10 @@ fn fail(ctl_fd: RawFd, what: &str, e: impl std::fmt::Display) -> ! {
 }
 
 fn set_rlimit(res: libc::__rlimit_resource_t, v: u64) -> io::Result<()> {
-    let r = libc::rlimit { rlim_cur: v, rlim_max: v };
+    let r = libc::rlimit {
+        rlim_cur: v,
+        rlim_max: v,
+    };
     // SAFETY: r is a valid rlimit.
     sys::cvt_i(unsafe { libc::setrlimit(res, &r) }).map(|_| ())
 }
@@ -39,7 +42,14 @@ fn apply_landlock(rw: &[String]) -> Result<String, String> {
     let abi = ABI::V6;
     let mut rw_paths: Vec<&str> = rw.iter().map(String::as_str).collect();
     // Writing to the std devices is ordinary; /proc writes (comm, oom_score_adj) too.
-    rw_paths.extend(["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/shm", "/proc"]);
+    rw_paths.extend([
+        "/dev/null",
+        "/dev/zero",
+        "/dev/full",
+        "/dev/tty",
+        "/dev/shm",
+        "/proc",
+    ]);
     let status = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(abi))
@@ -62,7 +72,15 @@ fn drop_all_caps() -> io::Result<()> {
         unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
     }
     // SAFETY: plain prctl.
-    unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) };
+    unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    };
     caps::clear(None, caps::CapSet::Effective).map_err(|e| io::Error::other(e.to_string()))?;
     caps::clear(None, caps::CapSet::Permitted).map_err(|e| io::Error::other(e.to_string()))?;
     caps::clear(None, caps::CapSet::Inheritable).map_err(|e| io::Error::other(e.to_string()))?;
@@ -92,12 +110,23 @@ fn find_in_path(prog: &str, env: &[(String, String)]) -> String {
 
 /// Forks one step. The child gets its own session, the step's output pipe on stdout and stderr,
 /// /dev/null on stdin, and the run's environment.
-fn spawn_step(argv: &[String], cwd: &str, env: &[(String, String)], out_w: RawFd) -> io::Result<i32> {
-    let prog = cstr(&find_in_path(argv.first().map(String::as_str).unwrap_or("/bin/true"), env))?;
+fn spawn_step(
+    argv: &[String],
+    cwd: &str,
+    env: &[(String, String)],
+    out_w: RawFd,
+) -> io::Result<i32> {
+    let prog = cstr(&find_in_path(
+        argv.first().map(String::as_str).unwrap_or("/bin/true"),
+        env,
+    ))?;
     let cargv: Vec<CString> = argv.iter().map(|a| cstr(a)).collect::<io::Result<_>>()?;
     let mut pargv: Vec<*const libc::c_char> = cargv.iter().map(|c| c.as_ptr()).collect();
     pargv.push(std::ptr::null());
-    let cenv: Vec<CString> = env.iter().map(|(k, v)| cstr(&format!("{k}={v}"))).collect::<io::Result<_>>()?;
+    let cenv: Vec<CString> = env
+        .iter()
+        .map(|(k, v)| cstr(&format!("{k}={v}")))
+        .collect::<io::Result<_>>()?;
     let mut penv: Vec<*const libc::c_char> = cenv.iter().map(|c| c.as_ptr()).collect();
     penv.push(std::ptr::null());
     let ccwd = cstr(cwd)?;
@@ -143,7 +172,12 @@ fn no_children_left() -> bool {
     // SAFETY: waitid with WNOWAIT only peeks.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
     let r = unsafe {
-        libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT | libc::__WALL)
+        libc::waitid(
+            libc::P_ALL,
+            0,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT | libc::__WALL,
+        )
     };
     let _ = &mut st;
     r < 0 && sys::last_err().raw_os_error() == Some(libc::ECHILD)
@@ -207,7 +241,10 @@ pub fn run(spec: &JailSpec, go: OwnedFd, ctl_fd: OwnedFd) -> ! {
         readers.push_str(&format!(" {}", fds[0]));
         pipes.push((sys::own(fds[0]), sys::own(fds[1])));
     }
-    ctl(ctl_fd, &format!("listener {}{readers}", listener.as_raw_fd()));
+    ctl(
+        ctl_fd,
+        &format!("listener {}{readers}", listener.as_raw_fd()),
+    );
     if sys::read_byte(go).is_err() {
         // SAFETY: terminating.
         unsafe { libc::_exit(1) }

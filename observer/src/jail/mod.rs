@@ -65,7 +65,8 @@ fn write_maps(pid: u32, inside_uid: u32, inside_gid: u32) -> Result<(), JailErro
     let (ou, og) = outer_ids();
     let base = format!("/proc/{pid}");
     let w = |file: &str, data: String| -> Result<(), JailError> {
-        std::fs::write(format!("{base}/{file}"), data).map_err(|e| JailError::UserNs(format!("{file}: {e}")))
+        std::fs::write(format!("{base}/{file}"), data)
+            .map_err(|e| JailError::UserNs(format!("{file}: {e}")))
     };
     // Without this an unprivileged mapper may not write gid_map; as root it keeps the jail from
     // ever regaining supplementary groups.
@@ -78,7 +79,10 @@ fn write_maps(pid: u32, inside_uid: u32, inside_gid: u32) -> Result<(), JailErro
 fn spawn_stage1(fds: [RawFd; 4]) -> std::io::Result<Child> {
     let exe = std::env::current_exe()?;
     let mut cmd = Command::new(exe);
-    cmd.arg(stage1::STAGE1_ARG).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::inherit());
+    cmd.arg(stage1::STAGE1_ARG)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
     // SAFETY: getter.
     if unsafe { libc::geteuid() } == 0 {
         // As root the jail process drops to its dedicated unprivileged id before it creates its
@@ -89,7 +93,12 @@ fn spawn_stage1(fds: [RawFd; 4]) -> std::io::Result<Child> {
     // SAFETY: only async-signal-safe calls (dup2, prctl) in the child before exec.
     unsafe {
         cmd.pre_exec(move || {
-            let targets = [stage1::FD_SPEC, stage1::FD_EVENTS, stage1::FD_SYNC_OUT, stage1::FD_SYNC_IN];
+            let targets = [
+                stage1::FD_SPEC,
+                stage1::FD_EVENTS,
+                stage1::FD_SYNC_OUT,
+                stage1::FD_SYNC_IN,
+            ];
             // Move sources above the target range first so a source that equals a later target
             // is not clobbered.
             let mut moved = [0; 4];
@@ -115,13 +124,23 @@ fn spawn_stage1(fds: [RawFd; 4]) -> std::io::Result<Child> {
 
 /// Runs the jail to completion (or until `budget`), handing each message to `on_msg` as it
 /// arrives. Events reach the caller while the jail runs, so a crash loses nothing already seen.
-pub fn run(spec: &JailSpec, budget: Duration, on_msg: &mut dyn FnMut(Msg)) -> Result<JailOutcome, JailError> {
+pub fn run(
+    spec: &JailSpec,
+    budget: Duration,
+    on_msg: &mut dyn FnMut(Msg),
+) -> Result<JailOutcome, JailError> {
     let started = Instant::now();
     let (spec_r, spec_w) = pipe()?;
     let (ev_r, ev_w) = pipe()?;
     let (up_r, up_w) = pipe()?; // jail → supervisor
     let (down_r, down_w) = pipe()?; // supervisor → jail
-    let mut child = spawn_stage1([spec_r.as_raw_fd(), ev_w.as_raw_fd(), up_w.as_raw_fd(), down_r.as_raw_fd()]).map_err(JailError::Spawn)?;
+    let mut child = spawn_stage1([
+        spec_r.as_raw_fd(),
+        ev_w.as_raw_fd(),
+        up_w.as_raw_fd(),
+        down_r.as_raw_fd(),
+    ])
+    .map_err(JailError::Spawn)?;
     drop((spec_r, ev_w, up_w, down_r));
     let spec_json = serde_json::to_vec(spec).map_err(|e| JailError::Setup(e.to_string()))?;
     // The spec can exceed a pipe's buffer; the jail reads it before anything else.
@@ -147,7 +166,9 @@ pub fn run(spec: &JailSpec, budget: Duration, on_msg: &mut dyn FnMut(Msg)) -> Re
                     Msg::Fatal { what } => Some(what),
                     _ => None,
                 })
-                .unwrap_or_else(|| "the jail process ended before creating its user namespace".into());
+                .unwrap_or_else(|| {
+                    "the jail process ended before creating its user namespace".into()
+                });
             return Err(JailError::UserNs(why));
         }
     }

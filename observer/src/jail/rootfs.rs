@@ -9,7 +9,13 @@ use std::io;
 use std::os::unix::fs::{symlink, DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-fn mount(src: Option<&str>, target: &Path, fstype: Option<&str>, flags: libc::c_ulong, data: Option<&str>) -> io::Result<()> {
+fn mount(
+    src: Option<&str>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> io::Result<()> {
     let src = src.map(cstr).transpose()?;
     let fstype = fstype.map(cstr).transpose()?;
     let data = data.map(cstr).transpose()?;
@@ -21,7 +27,8 @@ fn mount(src: Option<&str>, target: &Path, fstype: Option<&str>, flags: libc::c_
             target.as_ptr(),
             fstype.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
             flags,
-            data.as_ref().map_or(std::ptr::null(), |s| s.as_ptr().cast()),
+            data.as_ref()
+                .map_or(std::ptr::null(), |s| s.as_ptr().cast()),
         )
     })
     .map(|_| ())
@@ -64,7 +71,12 @@ fn bind_ro(src: &Path, dst: &Path) -> io::Result<()> {
         None,
         dst,
         None,
-        libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | keep,
+        libc::MS_BIND
+            | libc::MS_REMOUNT
+            | libc::MS_RDONLY
+            | libc::MS_NOSUID
+            | libc::MS_NODEV
+            | keep,
         None,
     )
 }
@@ -74,7 +86,10 @@ fn under(root: &Path, p: &str) -> PathBuf {
 }
 
 fn mkdirs(p: &Path, mode: u32) -> io::Result<()> {
-    std::fs::DirBuilder::new().recursive(true).mode(mode).create(p)
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(p)
 }
 
 /// Binds one host path read-only at the same place; host symlinks (merged-/usr `/bin`) are
@@ -96,7 +111,12 @@ fn bind_host_path(root: &Path, host: &str) -> io::Result<()> {
     if meta.is_dir() {
         mkdirs(&dst, 0o755)?;
     } else {
-        std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o644).open(&dst)?;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o644)
+            .open(&dst)?;
     }
     bind_ro(hp, &dst)
 }
@@ -107,7 +127,10 @@ fn write_entries(root: &Path, entries: &[FsEntry], uid_file_mode_mask: u32) -> i
             FsEntry::Dir { path, mode } => {
                 let p = under(root, path);
                 mkdirs(&p, 0o755)?;
-                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(*mode & uid_file_mode_mask))?;
+                std::fs::set_permissions(
+                    &p,
+                    std::fs::Permissions::from_mode(*mode & uid_file_mode_mask),
+                )?;
             }
             FsEntry::File { path, mode, data } => {
                 let p = under(root, path);
@@ -115,7 +138,10 @@ fn write_entries(root: &Path, entries: &[FsEntry], uid_file_mode_mask: u32) -> i
                     mkdirs(parent, 0o755)?;
                 }
                 std::fs::write(&p, data)?;
-                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(*mode & uid_file_mode_mask))?;
+                std::fs::set_permissions(
+                    &p,
+                    std::fs::Permissions::from_mode(*mode & uid_file_mode_mask),
+                )?;
             }
             FsEntry::Symlink { path, target } => {
                 let p = under(root, path);
@@ -134,15 +160,32 @@ const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"]
 fn build_dev(root: &Path) -> io::Result<()> {
     let dev = under(root, "/dev");
     mkdirs(&dev, 0o755)?;
-    mount(Some("tmpfs"), &dev, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NOEXEC, Some("size=65536,mode=755"))?;
+    mount(
+        Some("tmpfs"),
+        &dev,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        Some("size=65536,mode=755"),
+    )?;
     for n in DEV_NODES {
         let host = Path::new("/dev").join(n);
         if !host.exists() {
             continue;
         }
         let dst = dev.join(n);
-        std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o666).open(&dst)?;
-        mount(Some(&host.to_string_lossy()), &dst, None, libc::MS_BIND, None)?;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o666)
+            .open(&dst)?;
+        mount(
+            Some(&host.to_string_lossy()),
+            &dst,
+            None,
+            libc::MS_BIND,
+            None,
+        )?;
     }
     symlink("/proc/self/fd", dev.join("fd"))?;
     symlink("/proc/self/fd/0", dev.join("stdin"))?;
@@ -151,7 +194,13 @@ fn build_dev(root: &Path) -> io::Result<()> {
     mkdirs(&dev.join("pts"), 0o755)?;
     let shm = dev.join("shm");
     mkdirs(&shm, 0o1777)?;
-    mount(Some("tmpfs"), &shm, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some("size=67108864,mode=1777"))?;
+    mount(
+        Some("tmpfs"),
+        &shm,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some("size=67108864,mode=1777"),
+    )?;
     Ok(())
 }
 
@@ -160,16 +209,36 @@ fn build_dev(root: &Path) -> io::Result<()> {
 pub fn build(spec: &JailSpec) -> io::Result<()> {
     let root = PathBuf::from(&spec.staging);
     // Nothing we mount may propagate back to the host.
-    mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None)?;
-    mount(Some("tmpfs"), &root, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some("size=67108864,mode=755"))?;
+    mount(
+        None,
+        Path::new("/"),
+        None,
+        libc::MS_REC | libc::MS_PRIVATE,
+        None,
+    )?;
+    mount(
+        Some("tmpfs"),
+        &root,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some("size=67108864,mode=755"),
+    )?;
     for host in &spec.ro_binds {
         bind_host_path(&root, host)?;
     }
     for rw in &spec.rw_mounts {
         let p = under(&root, rw);
         mkdirs(&p, 0o755)?;
-        let size = if rw == "/tmp" || rw == "/var/tmp" { spec.limits.tmp_bytes } else { spec.limits.home_bytes };
-        let mode = if rw == "/tmp" || rw == "/var/tmp" { "1777" } else { "755" };
+        let size = if rw == "/tmp" || rw == "/var/tmp" {
+            spec.limits.tmp_bytes
+        } else {
+            spec.limits.home_bytes
+        };
+        let mode = if rw == "/tmp" || rw == "/var/tmp" {
+            "1777"
+        } else {
+            "755"
+        };
         mount(
             Some("tmpfs"),
             &p,
@@ -181,7 +250,13 @@ pub fn build(spec: &JailSpec) -> io::Result<()> {
     write_entries(&root, &spec.entries, 0o7777)?;
     let proc_dir = under(&root, "/proc");
     mkdirs(&proc_dir, 0o555)?;
-    mount(Some("proc"), &proc_dir, Some("proc"), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, None)?;
+    mount(
+        Some("proc"),
+        &proc_dir,
+        Some("proc"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        None,
+    )?;
     build_dev(&root)?;
 
     let old = root.join(".oldroot");
@@ -196,14 +271,21 @@ pub fn build(spec: &JailSpec) -> io::Result<()> {
     cvt_i(unsafe { libc::umount2(old_c.as_ptr(), libc::MNT_DETACH) })
         .map_err(|e| io::Error::new(e.kind(), format!("detach old root: {e}")))?;
     std::fs::remove_dir("/.oldroot")?;
-    mount(None, Path::new("/"), None, libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV, None)?;
+    mount(
+        None,
+        Path::new("/"),
+        None,
+        libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
+        None,
+    )?;
     Ok(())
 }
 
 /// Brings the loopback interface up (the new network namespace starts with it down).
 pub fn loopback_up() -> io::Result<()> {
     // SAFETY: plain socket call.
-    let s = cvt_i(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    let s =
+        cvt_i(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
     let s = super::sys::own(s);
     // SAFETY: zeroed ifreq is valid.
     let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };

@@ -18,7 +18,10 @@ pub const FD_SYNC_OUT: RawFd = 5;
 pub const FD_SYNC_IN: RawFd = 6;
 
 fn fatal(what: &str) -> ! {
-    let line = serde_json::to_string(&Msg::Fatal { what: what.to_string() }).unwrap_or_default();
+    let line = serde_json::to_string(&Msg::Fatal {
+        what: what.to_string(),
+    })
+    .unwrap_or_default();
     let _ = write_all_fd(FD_EVENTS, format!("{line}\n").as_bytes());
     std::process::exit(3)
 }
@@ -70,7 +73,8 @@ pub fn main() -> ! {
         fatal(&format!("unshare(namespaces): {}", sys::last_err()));
     }
     // The host's /proc, kept as a directory fd: the tracer reads tasks through it after the pivot.
-    let host_proc = match sys::open_at(libc::AT_FDCWD, "/proc", libc::O_RDONLY | libc::O_DIRECTORY) {
+    let host_proc = match sys::open_at(libc::AT_FDCWD, "/proc", libc::O_RDONLY | libc::O_DIRECTORY)
+    {
         Ok(f) => f,
         Err(e) => fatal(&format!("open /proc: {e}")),
     };
@@ -108,7 +112,9 @@ pub fn main() -> ! {
         | libc::PTRACE_O_TRACESYSGOOD
         | libc::PTRACE_O_EXITKILL;
     // SAFETY: seizing our own child.
-    if let Err(e) = cvt_i(unsafe { libc::ptrace(libc::PTRACE_SEIZE, child, 0, opts as libc::c_long) as i32 }) {
+    if let Err(e) =
+        cvt_i(unsafe { libc::ptrace(libc::PTRACE_SEIZE, child, 0, opts as libc::c_long) as i32 })
+    {
         // SAFETY: killing our own child.
         unsafe { libc::kill(child, libc::SIGKILL) };
         fatal(&format!("ptrace seize: {e}"));

@@ -43,9 +43,7 @@ pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
 /// Duplicates `targetfd` of the process behind `pidfd` into this process (close-on-exec).
 pub fn pidfd_getfd(pidfd: &OwnedFd, targetfd: i32) -> io::Result<OwnedFd> {
     // SAFETY: plain syscall with integer arguments.
-    let r = cvt(unsafe {
-        libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), targetfd, 0)
-    })?;
+    let r = cvt(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), targetfd, 0) })?;
     Ok(own(r as RawFd))
 }
 
@@ -106,7 +104,12 @@ pub fn read_u64(pid: i32, addr: u64) -> io::Result<u64> {
 }
 
 /// Reads a NULL-terminated array of string pointers (argv), bounded in count and bytes.
-pub fn read_argv(pid: i32, addr: u64, max_args: usize, max_bytes: usize) -> io::Result<Vec<String>> {
+pub fn read_argv(
+    pid: i32,
+    addr: u64,
+    max_args: usize,
+    max_bytes: usize,
+) -> io::Result<Vec<String>> {
     let mut out = Vec::new();
     let mut total = 0usize;
     if addr == 0 {

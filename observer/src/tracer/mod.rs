@@ -79,7 +79,14 @@ pub struct Tracer {
 }
 
 impl Tracer {
-    pub fn new(spec: JailSpec, host_proc: OwnedFd, init_pid: i32, go: OwnedFd, ctl: OwnedFd, out_fd: RawFd) -> Self {
+    pub fn new(
+        spec: JailSpec,
+        host_proc: OwnedFd,
+        init_pid: i32,
+        go: OwnedFd,
+        ctl: OwnedFd,
+        out_fd: RawFd,
+    ) -> Self {
         let mut tasks = HashMap::new();
         tasks.insert(
             init_pid,
@@ -173,11 +180,10 @@ impl Tracer {
     }
 
     fn pidfd(&mut self, tgid: i32) -> std::io::Result<&OwnedFd> {
-        if !self.pidfds.contains_key(&tgid) {
-            let fd = sys::pidfd_open(tgid)?;
-            self.pidfds.insert(tgid, fd);
+        match self.pidfds.entry(tgid) {
+            std::collections::hash_map::Entry::Occupied(e) => Ok(e.into_mut()),
+            std::collections::hash_map::Entry::Vacant(v) => Ok(v.insert(sys::pidfd_open(tgid)?)),
         }
-        Ok(&self.pidfds[&tgid])
     }
 
     /// Reads init's control lines; returns complete lines.
@@ -206,15 +212,23 @@ impl Tracer {
             Some("error") => return Err(line.trim_start_matches("error ").to_string()),
             Some("landlock") => self.info("landlock", it.next().unwrap_or("")),
             Some("listener") => {
-                let fd: i32 = it.next().and_then(|s| s.parse().ok()).ok_or("bad listener line")?;
+                let fd: i32 = it
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .ok_or("bad listener line")?;
                 let pidfd = sys::pidfd_open(self.init_pid).map_err(|e| format!("pidfd: {e}"))?;
                 let l = sys::pidfd_getfd(&pidfd, fd).map_err(|e| format!("take listener: {e}"))?;
                 for (step, r) in it.enumerate() {
                     let r: i32 = r.parse().map_err(|_| "bad listener line")?;
-                    let out = sys::pidfd_getfd(&pidfd, r).map_err(|e| format!("take output pipe: {e}"))?;
+                    let out = sys::pidfd_getfd(&pidfd, r)
+                        .map_err(|e| format!("take output pipe: {e}"))?;
                     // SAFETY: setting O_NONBLOCK on our own fd.
                     unsafe { libc::fcntl(out.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
-                    self.outputs.push(StepOut { step: step as u32, fd: out, kept: 0 });
+                    self.outputs.push(StepOut {
+                        step: step as u32,
+                        fd: out,
+                        kept: 0,
+                    });
                 }
                 match sys::notif_set_sync_wakeup(l.as_raw_fd()) {
                     Ok(()) => self.info("seccomp_sync_wakeup", "on"),
@@ -224,7 +238,10 @@ impl Tracer {
                 write_all_fd(self.go.as_raw_fd(), b"g").map_err(|e| e.to_string())?;
             }
             Some("start") => {
-                let step: u32 = it.next().and_then(|s| s.parse().ok()).ok_or("bad start line")?;
+                let step: u32 = it
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .ok_or("bad start line")?;
                 self.announced_step = Some(step);
                 let (label, argv) = self
                     .spec
@@ -236,7 +253,10 @@ impl Tracer {
                 write_all_fd(self.go.as_raw_fd(), b"g").map_err(|e| e.to_string())?;
             }
             Some("end") => {
-                let step: u32 = it.next().and_then(|s| s.parse().ok()).ok_or("bad end line")?;
+                let step: u32 = it
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .ok_or("bad end line")?;
                 let code = it.next().and_then(|s| s.parse().ok());
                 let signal = it.next().and_then(|s| s.parse().ok());
                 let timed_out = it.next() == Some("1");
@@ -259,16 +279,14 @@ impl Tracer {
                     );
                 }
             }
-            Some("done") => {
-                if it.next() == Some("1") {
-                    self.emit(
+            Some("done") if it.next() == Some("1") => {
+                self.emit(
                         self.init_pid,
                         EventKind::Limit {
                             what: "lingering".into(),
                             detail: "background processes were still running after the grace period and were killed".into(),
                         },
                     );
-                }
             }
             _ => {}
         }
@@ -370,7 +388,11 @@ impl Tracer {
                     revents: 0,
                 },
                 libc::pollfd {
-                    fd: if self.ctl_eof { -1 } else { self.ctl.as_raw_fd() },
+                    fd: if self.ctl_eof {
+                        -1
+                    } else {
+                        self.ctl.as_raw_fd()
+                    },
                     events: libc::POLLIN,
                     revents: 0,
                 },

@@ -43,26 +43,29 @@ pub fn opens_for_write(flags: i32) -> bool {
 
 /// Rewrites paths that name "the calling process" (`/proc/self`, `/dev/fd/N`, …): replayed from the
 /// tracer they would otherwise name the tracer.
-pub fn rewrite_self(path: &str, vtgid: i32, vtid: i32) -> String {
-    let fixups: [(&str, String); 6] = [
-        ("/proc/self", format!("/proc/{vtgid}")),
-        ("/proc/thread-self", format!("/proc/{vtgid}/task/{vtid}")),
-        ("/dev/fd", format!("/proc/{vtgid}/fd")),
-        ("/dev/stdin", format!("/proc/{vtgid}/fd/0")),
-        ("/dev/stdout", format!("/proc/{vtgid}/fd/1")),
-        ("/dev/stderr", format!("/proc/{vtgid}/fd/2")),
+pub fn rewrite_self(path: &[u8], vtgid: i32, vtid: i32) -> Vec<u8> {
+    let fixups: [(&[u8], String); 6] = [
+        (b"/proc/self", format!("/proc/{vtgid}")),
+        (b"/proc/thread-self", format!("/proc/{vtgid}/task/{vtid}")),
+        (b"/dev/fd", format!("/proc/{vtgid}/fd")),
+        (b"/dev/stdin", format!("/proc/{vtgid}/fd/0")),
+        (b"/dev/stdout", format!("/proc/{vtgid}/fd/1")),
+        (b"/dev/stderr", format!("/proc/{vtgid}/fd/2")),
     ];
     for (prefix, repl) in fixups {
-        if path == prefix {
-            return repl;
-        }
         if let Some(rest) = path.strip_prefix(prefix) {
-            if rest.starts_with('/') {
-                return format!("{repl}{rest}");
+            if rest.is_empty() || rest.starts_with(b"/") {
+                let mut v = repl.into_bytes();
+                v.extend_from_slice(rest);
+                return v;
             }
         }
     }
-    path.to_string()
+    path.to_vec()
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
 }
 
 /// Decodes a sockaddr into (family, address, port).
@@ -81,13 +84,20 @@ pub fn decode_sockaddr(b: &[u8]) -> (String, Option<String>, Option<u16>) {
             let port = u16::from_be_bytes([b[2], b[3]]);
             let mut a = [0u8; 16];
             a.copy_from_slice(&b[8..24]);
-            ("inet6".into(), Some(std::net::Ipv6Addr::from(a).to_string()), Some(port))
+            (
+                "inet6".into(),
+                Some(std::net::Ipv6Addr::from(a).to_string()),
+                Some(port),
+            )
         }
         libc::AF_UNIX => {
             let p = &b[2..];
             let s = if p.first() == Some(&0) {
                 // Abstract socket: shown with a leading '@'.
-                format!("@{}", String::from_utf8_lossy(&p[1..]).trim_end_matches('\0'))
+                format!(
+                    "@{}",
+                    String::from_utf8_lossy(&p[1..]).trim_end_matches('\0')
+                )
             } else {
                 let end = p.iter().position(|&c| c == 0).unwrap_or(p.len());
                 String::from_utf8_lossy(&p[..end]).into_owned()
@@ -100,14 +110,16 @@ pub fn decode_sockaddr(b: &[u8]) -> (String, Option<String>, Option<u16>) {
 }
 
 fn is_loopback(addr: &str) -> bool {
-    addr.parse::<std::net::IpAddr>().map(|a| a.is_loopback() || a.is_unspecified()).unwrap_or(false)
+    addr.parse::<std::net::IpAddr>()
+        .map(|a| a.is_loopback() || a.is_unspecified())
+        .unwrap_or(false)
 }
 
 fn res(r: libc::c_long) -> Result<i64, i32> {
     if r < 0 {
         Err(sys::last_err().raw_os_error().unwrap_or(libc::EIO))
     } else {
-        Ok(r as i64)
+        Ok(r)
     }
 }
 
@@ -179,18 +191,24 @@ impl Tracer {
             }
             Class::Observe => self.observe(listener, &call),
         };
-        match answer {
-            Some(r) => {
-                let _ = sys::notif_respond(listener, call.id, r);
-            }
-            None => {} // already answered (fd handed over or continued)
+        // None: already answered (fd handed over, or continued).
+        if let Some(r) = answer {
+            let _ = sys::notif_respond(listener, call.id, r);
         }
     }
 
     fn observe(&mut self, listener: RawFd, c: &Call) -> Option<Result<i64, i32>> {
         let a = c.args;
         match c.nr {
-            libc::SYS_open => self.do_open(listener, c, libc::AT_FDCWD, a[0], a[1] as i32, a[2] as u32, 0),
+            libc::SYS_open => self.do_open(
+                listener,
+                c,
+                libc::AT_FDCWD,
+                a[0],
+                a[1] as i32,
+                a[2] as u32,
+                0,
+            ),
             libc::SYS_creat => self.do_open(
                 listener,
                 c,
@@ -200,7 +218,9 @@ impl Tracer {
                 a[1] as u32,
                 0,
             ),
-            libc::SYS_openat => self.do_open(listener, c, a[0] as i32, a[1], a[2] as i32, a[3] as u32, 0),
+            libc::SYS_openat => {
+                self.do_open(listener, c, a[0] as i32, a[1], a[2] as i32, a[3] as u32, 0)
+            }
             libc::SYS_openat2 => {
                 let mut how = [0u8; 24];
                 if a[3] < 24 || sys::read_mem(c.tid, a[2], &mut how).ok() != Some(24) {
@@ -209,7 +229,15 @@ impl Tracer {
                 let flags = u64::from_ne_bytes(how[0..8].try_into().unwrap_or_default());
                 let mode = u64::from_ne_bytes(how[8..16].try_into().unwrap_or_default());
                 let resolve = u64::from_ne_bytes(how[16..24].try_into().unwrap_or_default());
-                self.do_open(listener, c, a[0] as i32, a[1], flags as i32, mode as u32, resolve)
+                self.do_open(
+                    listener,
+                    c,
+                    a[0] as i32,
+                    a[1],
+                    flags as i32,
+                    mode as u32,
+                    resolve,
+                )
             }
             libc::SYS_connect | libc::SYS_bind => self.do_sock_addr(listener, c),
             libc::SYS_listen => self.do_listen(c),
@@ -222,28 +250,30 @@ impl Tracer {
         }
     }
 
-    fn read_path(&self, tid: i32, ptr: u64) -> Result<String, i32> {
-        let b = sys::read_cstring(tid, ptr, PATH_MAX).map_err(|e| e.raw_os_error().unwrap_or(libc::EFAULT))?;
-        String::from_utf8(b).map_err(|_| libc::EINVAL).or_else(|e| {
-            // Non-UTF-8 names are legal; keep them byte-exact for the replay by refusing only
-            // what the trace cannot carry.
-            Err(e)
-        })
+    /// Path bytes exactly as passed (names need not be UTF-8).
+    fn read_path(&self, tid: i32, ptr: u64) -> Result<Vec<u8>, i32> {
+        sys::read_cstring(tid, ptr, PATH_MAX).map_err(|e| e.raw_os_error().unwrap_or(libc::EFAULT))
     }
 
     /// A directory fd to resolve `path` from, as the task would: its cwd or its `dirfd`.
-    fn base_dir(&mut self, tid: i32, dirfd: i32, path: &str) -> Result<Option<OwnedFd>, i32> {
-        if path.starts_with('/') {
+    fn base_dir(&mut self, tid: i32, dirfd: i32, path: &[u8]) -> Result<Option<OwnedFd>, i32> {
+        if path.starts_with(b"/") {
             return Ok(None);
         }
         if dirfd == libc::AT_FDCWD {
-            return sys::open_at(self.host_proc.as_raw_fd(), &format!("{tid}/cwd"), libc::O_PATH | libc::O_DIRECTORY)
-                .map(Some)
-                .map_err(|e| e.raw_os_error().unwrap_or(libc::EBADF));
+            return sys::open_at(
+                self.host_proc.as_raw_fd(),
+                &format!("{tid}/cwd"),
+                libc::O_PATH | libc::O_DIRECTORY,
+            )
+            .map(Some)
+            .map_err(|e| e.raw_os_error().unwrap_or(libc::EBADF));
         }
         let tgid = self.tgid_of(tid);
         let pidfd = self.pidfd(tgid).map_err(|_| libc::ESRCH)?;
-        sys::pidfd_getfd(pidfd, dirfd).map(Some).map_err(|_| libc::EBADF)
+        sys::pidfd_getfd(pidfd, dirfd)
+            .map(Some)
+            .map_err(|_| libc::EBADF)
     }
 
     fn fd_path(&self, fd: RawFd) -> Option<String> {
@@ -252,31 +282,38 @@ impl Tracer {
 
     /// The absolute path a (possibly relative) path names, with its parent resolved (so symlinked
     /// directories show where the write really went) and its last component kept as given.
-    fn absolute(&self, base: Option<&OwnedFd>, path: &str) -> String {
-        let (dir, name) = match path.rfind('/') {
-            Some(i) => (&path[..i.max(1)], &path[i + 1..]),
-            None => (".", path),
+    fn absolute(&self, base: Option<&OwnedFd>, path: &[u8]) -> String {
+        let (dir, name): (&[u8], &[u8]) = match path.iter().rposition(|&b| b == b'/') {
+            Some(0) => (b"/", &path[1..]),
+            Some(i) => (&path[..i], &path[i + 1..]),
+            None => (b".", path),
         };
-        let dir = if path.starts_with('/') && !path[1..].contains('/') { "/" } else { dir };
         let dfd = base.map(|b| b.as_raw_fd()).unwrap_or(libc::AT_FDCWD);
-        let resolved = sys::open_at(dfd, dir, libc::O_PATH).ok().and_then(|f| self.fd_path(f.as_raw_fd()));
+        let resolved = CString::new(dir.to_vec()).ok().and_then(|d| {
+            // SAFETY: valid C string.
+            let fd = unsafe { libc::openat(dfd, d.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+            (fd >= 0)
+                .then(|| own(fd))
+                .and_then(|f| self.fd_path(f.as_raw_fd()))
+        });
+        let name = lossy(name);
         match resolved {
             Some(d) if name.is_empty() => d,
             Some(d) if d == "/" => format!("/{name}"),
             Some(d) => format!("{d}/{name}"),
+            None if path.starts_with(b"/") => lossy(path),
             None => {
-                let b = base.and_then(|b| self.fd_path(b.as_raw_fd())).unwrap_or_default();
-                if path.starts_with('/') {
-                    path.to_string()
-                } else {
-                    format!("{b}/{path}")
-                }
+                let b = base
+                    .and_then(|b| self.fd_path(b.as_raw_fd()))
+                    .unwrap_or_default();
+                format!("{b}/{}", lossy(path))
             }
         }
     }
 
     fn target_umask(&self, tid: i32) -> u32 {
-        let s = sys::read_at(self.host_proc.as_raw_fd(), &format!("{tid}/status")).unwrap_or_default();
+        let s =
+            sys::read_at(self.host_proc.as_raw_fd(), &format!("{tid}/status")).unwrap_or_default();
         String::from_utf8_lossy(&s)
             .lines()
             .find(|l| l.starts_with("Umask:"))
@@ -287,29 +324,52 @@ impl Tracer {
 
     fn vids(&self, tid: i32) -> (i32, i32) {
         let tgid = self.tgid_of(tid);
-        (self.vpid(tgid).unwrap_or(tgid), self.vpid(tid).unwrap_or(tid))
+        (
+            self.vpid(tgid).unwrap_or(tgid),
+            self.vpid(tid).unwrap_or(tid),
+        )
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn do_open(&mut self, listener: RawFd, c: &Call, dirfd: i32, ptr: u64, flags: i32, mode: u32, resolve: u64) -> Option<Result<i64, i32>> {
-        let requested = match self.read_path(c.tid, ptr) {
+    fn do_open(
+        &mut self,
+        listener: RawFd,
+        c: &Call,
+        dirfd: i32,
+        ptr: u64,
+        flags: i32,
+        mode: u32,
+        resolve: u64,
+    ) -> Option<Result<i64, i32>> {
+        let raw = match self.read_path(c.tid, ptr) {
             Ok(p) => p,
             Err(e) => return Some(Err(e)),
         };
+        let requested = lossy(&raw);
         if !sys::notif_id_valid(listener, c.id) {
             return None;
         }
         let (vt, vtid) = self.vids(c.tid);
-        let path = rewrite_self(&requested, vt, vtid);
+        let path = rewrite_self(&raw, vt, vtid);
         let base = match self.base_dir(c.tid, dirfd, &path) {
             Ok(b) => b,
             Err(e) => {
-                self.record_open(c.tid, requested.clone(), requested, flags, SysResult::errno(e));
+                self.record_open(
+                    c.tid,
+                    requested.clone(),
+                    requested,
+                    flags,
+                    SysResult::errno(e),
+                );
                 return Some(Err(e));
             }
         };
         let creates = flags & (libc::O_CREAT | (libc::O_TMPFILE & !libc::O_DIRECTORY)) != 0;
-        let mode = if creates { mode & !self.target_umask(c.tid) & 0o7777 } else { 0 };
+        let mode = if creates {
+            mode & !self.target_umask(c.tid) & 0o7777
+        } else {
+            0
+        };
         // Never block the tracer on a FIFO: open non-blocking, check the type, undo.
         let is_path = flags & libc::O_PATH != 0;
         let our_flags = flags | libc::O_CLOEXEC | if is_path { 0 } else { libc::O_NONBLOCK };
@@ -317,12 +377,23 @@ impl Tracer {
             Ok(p) => p,
             Err(_) => return Some(Err(libc::EINVAL)),
         };
-        let dfd = base.as_ref().map(|b| b.as_raw_fd()).unwrap_or(libc::AT_FDCWD);
+        let dfd = base
+            .as_ref()
+            .map(|b| b.as_raw_fd())
+            .unwrap_or(libc::AT_FDCWD);
         let r = if c.nr == libc::SYS_openat2 {
             // struct open_how { u64 flags, mode, resolve }
             let how: [u64; 3] = [our_flags as u64, mode as u64, resolve];
             // SAFETY: valid C string and open_how layout for the call.
-            res(unsafe { libc::syscall(libc::SYS_openat2, dfd, cpath.as_ptr(), how.as_ptr(), 24usize) })
+            res(unsafe {
+                libc::syscall(
+                    libc::SYS_openat2,
+                    dfd,
+                    cpath.as_ptr(),
+                    how.as_ptr(),
+                    24usize,
+                )
+            })
         } else {
             // SAFETY: valid C string.
             res(unsafe { libc::syscall(libc::SYS_openat, dfd, cpath.as_ptr(), our_flags, mode) })
@@ -340,7 +411,7 @@ impl Tracer {
                 let mut st: libc::stat = unsafe { std::mem::zeroed() };
                 // SAFETY: st is a valid out-pointer.
                 unsafe { libc::fstat(fd.as_raw_fd(), &mut st) };
-                let actual = self.fd_path(fd.as_raw_fd()).unwrap_or_else(|| path.clone());
+                let actual = self.fd_path(fd.as_raw_fd()).unwrap_or_else(|| lossy(&path));
                 if st.st_mode & libc::S_IFMT == libc::S_IFIFO && !is_path {
                     // A FIFO's open blocks by design: let the kernel do this one.
                     drop(fd);
@@ -355,16 +426,40 @@ impl Tracer {
                         libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
                     }
                 }
-                match sys::notif_addfd_send(listener, c.id, fd.as_raw_fd(), flags & libc::O_CLOEXEC != 0) {
-                    Ok(newfd) => self.record_open(c.tid, actual, requested, flags, SysResult::ok(newfd as i64)),
-                    Err(e) => self.record_open(c.tid, actual, requested, flags, SysResult::errno(e.raw_os_error().unwrap_or(libc::EIO))),
+                match sys::notif_addfd_send(
+                    listener,
+                    c.id,
+                    fd.as_raw_fd(),
+                    flags & libc::O_CLOEXEC != 0,
+                ) {
+                    Ok(newfd) => self.record_open(
+                        c.tid,
+                        actual,
+                        requested,
+                        flags,
+                        SysResult::ok(newfd as i64),
+                    ),
+                    Err(e) => self.record_open(
+                        c.tid,
+                        actual,
+                        requested,
+                        flags,
+                        SysResult::errno(e.raw_os_error().unwrap_or(libc::EIO)),
+                    ),
                 }
                 None
             }
         }
     }
 
-    fn record_open(&self, tid: i32, path: String, requested: String, flags: i32, result: SysResult) {
+    fn record_open(
+        &self,
+        tid: i32,
+        path: String,
+        requested: String,
+        flags: i32,
+        result: SysResult,
+    ) {
         self.emit(
             tid,
             EventKind::Open {
@@ -385,7 +480,11 @@ impl Tracer {
         let (op, d1, p1, d2, p2, mode, flags) = match c.nr {
             libc::SYS_unlink => (FileOp::Unlink, at, a[0], at, 0, None, 0),
             libc::SYS_unlinkat => (
-                if a[2] as i32 & libc::AT_REMOVEDIR != 0 { FileOp::Rmdir } else { FileOp::Unlink },
+                if a[2] as i32 & libc::AT_REMOVEDIR != 0 {
+                    FileOp::Rmdir
+                } else {
+                    FileOp::Unlink
+                },
                 a[0],
                 a[1],
                 at,
@@ -406,7 +505,15 @@ impl Tracer {
             libc::SYS_symlinkat => (FileOp::Symlink, a[1], a[2], at, 0, None, 0),
             libc::SYS_chmod => (FileOp::Chmod, at, a[0], at, 0, Some(a[1] as u32), 0),
             libc::SYS_fchmodat => (FileOp::Chmod, a[0], a[1], at, 0, Some(a[2] as u32), 0),
-            libc::SYS_fchmodat2 => (FileOp::Chmod, a[0], a[1], at, 0, Some(a[2] as u32), a[3] as i32),
+            libc::SYS_fchmodat2 => (
+                FileOp::Chmod,
+                a[0],
+                a[1],
+                at,
+                0,
+                Some(a[2] as u32),
+                a[3] as i32,
+            ),
             libc::SYS_truncate => (FileOp::Truncate, at, a[0], at, 0, None, 0),
             _ => {
                 let _ = sys::notif_continue(listener, c.id);
@@ -415,7 +522,11 @@ impl Tracer {
         };
         let (vt, vtid) = self.vids(c.tid);
         let path1 = rewrite_self(&self.read_path(c.tid, p1)?, vt, vtid);
-        let path2 = if p2 != 0 { Some(rewrite_self(&self.read_path(c.tid, p2)?, vt, vtid)) } else { None };
+        let path2 = if p2 != 0 {
+            Some(rewrite_self(&self.read_path(c.tid, p2)?, vt, vtid))
+        } else {
+            None
+        };
         let link_target = match c.nr {
             libc::SYS_symlink | libc::SYS_symlinkat => Some(self.read_path(c.tid, a[0])?),
             _ => None,
@@ -431,7 +542,11 @@ impl Tracer {
         let f1 = b1.as_ref().map(|b| b.as_raw_fd()).unwrap_or(libc::AT_FDCWD);
         let f2 = b2.as_ref().map(|b| b.as_raw_fd()).unwrap_or(libc::AT_FDCWD);
         let cp1 = CString::new(path1.clone()).map_err(|_| libc::EINVAL)?;
-        let cp2 = path2.as_ref().map(|p| CString::new(p.clone())).transpose().map_err(|_| libc::EINVAL)?;
+        let cp2 = path2
+            .as_ref()
+            .map(|p| CString::new(p.clone()))
+            .transpose()
+            .map_err(|_| libc::EINVAL)?;
         let umask = self.target_umask(c.tid);
         // Recorded before a delete or rename runs, so the resolved parent still exists.
         let abs1 = self.absolute(b1.as_ref(), &path1);
@@ -439,10 +554,15 @@ impl Tracer {
         // SAFETY (all arms): valid C strings and fds for the duration of each call.
         let r = unsafe {
             match c.nr {
-                libc::SYS_unlink | libc::SYS_unlinkat | libc::SYS_rmdir => res(libc::syscall(libc::SYS_unlinkat, f1, cp1.as_ptr(), flags)),
-                libc::SYS_mkdir | libc::SYS_mkdirat => {
-                    res(libc::syscall(libc::SYS_mkdirat, f1, cp1.as_ptr(), mode.unwrap_or(0o777) & !umask & 0o7777))
+                libc::SYS_unlink | libc::SYS_unlinkat | libc::SYS_rmdir => {
+                    res(libc::syscall(libc::SYS_unlinkat, f1, cp1.as_ptr(), flags))
                 }
+                libc::SYS_mkdir | libc::SYS_mkdirat => res(libc::syscall(
+                    libc::SYS_mkdirat,
+                    f1,
+                    cp1.as_ptr(),
+                    mode.unwrap_or(0o777) & !umask & 0o7777,
+                )),
                 libc::SYS_rename | libc::SYS_renameat | libc::SYS_renameat2 => res(libc::syscall(
                     libc::SYS_renameat2,
                     f1,
@@ -460,25 +580,42 @@ impl Tracer {
                     flags,
                 )),
                 libc::SYS_symlink | libc::SYS_symlinkat => {
-                    let t = CString::new(link_target.clone().unwrap_or_default()).map_err(|_| libc::EINVAL)?;
-                    res(libc::syscall(libc::SYS_symlinkat, t.as_ptr(), f1, cp1.as_ptr()))
+                    let t = CString::new(link_target.clone().unwrap_or_default())
+                        .map_err(|_| libc::EINVAL)?;
+                    res(libc::syscall(
+                        libc::SYS_symlinkat,
+                        t.as_ptr(),
+                        f1,
+                        cp1.as_ptr(),
+                    ))
                 }
-                libc::SYS_chmod | libc::SYS_fchmodat | libc::SYS_fchmodat2 => {
-                    res(libc::syscall(libc::SYS_fchmodat2, f1, cp1.as_ptr(), mode.unwrap_or(0), flags))
-                }
+                libc::SYS_chmod | libc::SYS_fchmodat | libc::SYS_fchmodat2 => res(libc::syscall(
+                    libc::SYS_fchmodat2,
+                    f1,
+                    cp1.as_ptr(),
+                    mode.unwrap_or(0),
+                    flags,
+                )),
                 _ => {
                     // truncate has no *at form: resolve to an fd first (needs write permission,
                     // as truncate does).
-                    match sys::open_at(f1, &path1, libc::O_WRONLY | libc::O_NONBLOCK) {
-                        Ok(fd) => res(libc::ftruncate(fd.as_raw_fd(), a[1] as i64) as libc::c_long),
-                        Err(e) => Err(e.raw_os_error().unwrap_or(libc::EIO)),
+                    let fd = libc::openat(
+                        f1,
+                        cp1.as_ptr(),
+                        libc::O_WRONLY | libc::O_NONBLOCK | libc::O_CLOEXEC,
+                    );
+                    if fd < 0 {
+                        Err(sys::last_err().raw_os_error().unwrap_or(libc::EIO))
+                    } else {
+                        let fd = own(fd);
+                        res(libc::ftruncate(fd.as_raw_fd(), a[1] as i64) as libc::c_long)
                     }
                 }
             }
         };
         let r = r.map_err(as_jail_errno);
         let (path, path2) = match (op, link_target) {
-            (FileOp::Symlink, Some(t)) => (abs1, Some(t)),
+            (FileOp::Symlink, Some(t)) => (abs1, Some(lossy(&t))),
             _ => (abs1, abs2),
         };
         self.emit(
@@ -508,7 +645,11 @@ impl Tracer {
     /// their address is recorded and the kernel runs the call).
     fn do_sock_addr(&mut self, listener: RawFd, c: &Call) -> Option<Result<i64, i32>> {
         let a = c.args;
-        let op = if c.nr == libc::SYS_connect { NetOp::Connect } else { NetOp::Bind };
+        let op = if c.nr == libc::SYS_connect {
+            NetOp::Connect
+        } else {
+            NetOp::Bind
+        };
         let addr = match self.read_sockaddr(c.tid, a[1], a[2]) {
             Ok(b) => b,
             Err(e) => return Some(Err(e)),
@@ -518,7 +659,9 @@ impl Tracer {
             return None;
         }
         let local = host.as_deref().map(is_loopback).unwrap_or(true);
-        if op == NetOp::Connect && (family == "unix" || family == "netlink" || family == "other" || local) {
+        if op == NetOp::Connect
+            && (family == "unix" || family == "netlink" || family == "other" || local)
+        {
             self.emit(
                 c.tid,
                 EventKind::Net {
@@ -535,17 +678,28 @@ impl Tracer {
             return None;
         }
         let tgid = self.tgid_of(c.tid);
-        let sock = match self.pidfd(tgid).and_then(|p| sys::pidfd_getfd(p, a[0] as i32)) {
+        let sock = match self
+            .pidfd(tgid)
+            .and_then(|p| sys::pidfd_getfd(p, a[0] as i32))
+        {
             Ok(s) => s,
             Err(_) => return Some(Err(libc::EBADF)),
         };
         // Relative unix socket paths resolve from the task's cwd.
-        let cwd = if family == "unix" { self.base_dir(c.tid, libc::AT_FDCWD, "rel").ok().flatten() } else { None };
+        let cwd = if family == "unix" {
+            self.base_dir(c.tid, libc::AT_FDCWD, b"rel").ok().flatten()
+        } else {
+            None
+        };
         if let Some(cwd) = &cwd {
             // SAFETY: fchdir to a directory fd we own; we return to / below.
             unsafe { libc::fchdir(cwd.as_raw_fd()) };
         }
-        let sysno = if op == NetOp::Connect { libc::SYS_connect } else { libc::SYS_bind };
+        let sysno = if op == NetOp::Connect {
+            libc::SYS_connect
+        } else {
+            libc::SYS_bind
+        };
         let umask_old = if family == "unix" {
             // SAFETY: umask on our own process.
             Some(unsafe { libc::umask(self.target_umask(c.tid) as libc::mode_t) })
@@ -553,7 +707,8 @@ impl Tracer {
             None
         };
         // SAFETY: addr is a readable buffer of the given length.
-        let r = res(unsafe { libc::syscall(sysno, sock.as_raw_fd(), addr.as_ptr(), addr.len()) }).map_err(as_jail_errno);
+        let r = res(unsafe { libc::syscall(sysno, sock.as_raw_fd(), addr.as_ptr(), addr.len()) })
+            .map_err(as_jail_errno);
         if let Some(m) = umask_old {
             // SAFETY: restoring our umask.
             unsafe { libc::umask(m) };
@@ -561,7 +716,11 @@ impl Tracer {
         if cwd.is_some() {
             let _ = std::env::set_current_dir("/");
         }
-        let local_port = if r.is_ok() && (family == "inet" || family == "inet6") { local_port(&sock) } else { None };
+        let local_port = if r.is_ok() && (family == "inet" || family == "inet6") {
+            local_port(&sock)
+        } else {
+            None
+        };
         self.emit(
             c.tid,
             EventKind::Net {
@@ -579,7 +738,10 @@ impl Tracer {
 
     fn do_listen(&mut self, c: &Call) -> Option<Result<i64, i32>> {
         let tgid = self.tgid_of(c.tid);
-        let sock = match self.pidfd(tgid).and_then(|p| sys::pidfd_getfd(p, c.args[0] as i32)) {
+        let sock = match self
+            .pidfd(tgid)
+            .and_then(|p| sys::pidfd_getfd(p, c.args[0] as i32))
+        {
             Ok(s) => s,
             Err(_) => return Some(Err(libc::EBADF)),
         };
@@ -632,7 +794,7 @@ impl Tracer {
             }
             _ => {
                 // sendmmsg: struct mmsghdr { msghdr (56 bytes); unsigned int len; } (64 bytes)
-                for i in 0..(a[2] as u64).min(16) {
+                for i in 0..a[2].min(16) {
                     if let Some((name, namelen, bytes)) = self.read_msghdr(c.tid, a[1] + i * 64) {
                         emit_one(self, NetOp::Sendmsg, name, namelen, bytes);
                     }
@@ -681,13 +843,14 @@ mod tests {
 
     #[test]
     fn self_paths_are_rewritten() {
-        assert_eq!(rewrite_self("/proc/self/environ", 7, 9), "/proc/7/environ");
-        assert_eq!(rewrite_self("/proc/self", 7, 9), "/proc/7");
-        assert_eq!(rewrite_self("/proc/thread-self/comm", 7, 9), "/proc/7/task/9/comm");
-        assert_eq!(rewrite_self("/dev/fd/3", 7, 9), "/proc/7/fd/3");
-        assert_eq!(rewrite_self("/dev/stdin", 7, 9), "/proc/7/fd/0");
-        assert_eq!(rewrite_self("/proc/selfish", 7, 9), "/proc/selfish");
-        assert_eq!(rewrite_self("rel/proc/self", 7, 9), "rel/proc/self");
+        let rw = |p: &str| String::from_utf8(rewrite_self(p.as_bytes(), 7, 9)).unwrap();
+        assert_eq!(rw("/proc/self/environ"), "/proc/7/environ");
+        assert_eq!(rw("/proc/self"), "/proc/7");
+        assert_eq!(rw("/proc/thread-self/comm"), "/proc/7/task/9/comm");
+        assert_eq!(rw("/dev/fd/3"), "/proc/7/fd/3");
+        assert_eq!(rw("/dev/stdin"), "/proc/7/fd/0");
+        assert_eq!(rw("/proc/selfish"), "/proc/selfish");
+        assert_eq!(rw("rel/proc/self"), "rel/proc/self");
     }
 
     #[test]
@@ -696,7 +859,10 @@ mod tests {
         v4[0..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
         v4[2..4].copy_from_slice(&4444u16.to_be_bytes());
         v4[4..8].copy_from_slice(&[203, 0, 113, 7]);
-        assert_eq!(decode_sockaddr(&v4), ("inet".into(), Some("203.0.113.7".into()), Some(4444)));
+        assert_eq!(
+            decode_sockaddr(&v4),
+            ("inet".into(), Some("203.0.113.7".into()), Some(4444))
+        );
         let mut un = vec![0u8; 13];
         un[0..2].copy_from_slice(&(libc::AF_UNIX as u16).to_ne_bytes());
         un[2..].copy_from_slice(b"/tmp/sock\0\0");

@@ -26,7 +26,14 @@ fn cont_syscall(pid: i32) {
 fn event_msg(pid: i32) -> u64 {
     let mut m: libc::c_ulong = 0;
     // SAFETY: m is a valid out-pointer.
-    unsafe { libc::ptrace(libc::PTRACE_GETEVENTMSG, pid, 0, &mut m as *mut libc::c_ulong) };
+    unsafe {
+        libc::ptrace(
+            libc::PTRACE_GETEVENTMSG,
+            pid,
+            0,
+            &mut m as *mut libc::c_ulong,
+        )
+    };
     m
 }
 
@@ -75,7 +82,8 @@ impl Tracer {
         if self.tasks.contains_key(&pid) {
             return;
         }
-        let status = sys::read_at(self.host_proc.as_raw_fd(), &format!("{pid}/status")).unwrap_or_default();
+        let status =
+            sys::read_at(self.host_proc.as_raw_fd(), &format!("{pid}/status")).unwrap_or_default();
         let status = String::from_utf8_lossy(&status);
         let field = |name: &str| -> Option<i32> {
             status
@@ -86,7 +94,11 @@ impl Tracer {
         };
         let tgid = field("Tgid:").unwrap_or(pid);
         let thread = tgid != pid;
-        let parent = if thread { tgid } else { field("PPid:").unwrap_or(self.init_pid) };
+        let parent = if thread {
+            tgid
+        } else {
+            field("PPid:").unwrap_or(self.init_pid)
+        };
         let ptgid = self.tgid_of(parent);
         let step = if ptgid == self.init_pid && !thread {
             // init forks only step roots, in order, right after announcing the step.
@@ -94,7 +106,11 @@ impl Tracer {
         } else {
             self.tasks.get(&ptgid).and_then(|t| t.step)
         };
-        let ppid = if thread { self.tasks.get(&ptgid).and_then(|t| t.ppid) } else { Some(ptgid) };
+        let ppid = if thread {
+            self.tasks.get(&ptgid).and_then(|t| t.ppid)
+        } else {
+            Some(ptgid)
+        };
         self.tasks.insert(
             pid,
             Task {
@@ -149,7 +165,10 @@ impl Tracer {
                 if !t.started {
                     t.started = true;
                     cont(pid, 0);
-                } else if matches!(sig, libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU) {
+                } else if matches!(
+                    sig,
+                    libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
+                ) {
                     // A real group-stop: stay stopped but keep reporting events.
                     // SAFETY: PTRACE_LISTEN on our tracee.
                     unsafe { libc::ptrace(libc::PTRACE_LISTEN, pid, 0, 0) };
@@ -189,9 +208,11 @@ impl Tracer {
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default();
         let argv = sys::read_argv(pid, argv_ptr, 4096, 256 * 1024).unwrap_or_default();
-        let cwd = sys::readlink_at(self.host_proc.as_raw_fd(), &format!("{pid}/cwd")).unwrap_or_default();
+        let cwd =
+            sys::readlink_at(self.host_proc.as_raw_fd(), &format!("{pid}/cwd")).unwrap_or_default();
         let path = if dirfd != libc::AT_FDCWD && !path.starts_with('/') {
-            let base = sys::readlink_at(self.host_proc.as_raw_fd(), &format!("{pid}/fd/{dirfd}")).unwrap_or_default();
+            let base = sys::readlink_at(self.host_proc.as_raw_fd(), &format!("{pid}/fd/{dirfd}"))
+                .unwrap_or_default();
             if path.is_empty() {
                 base
             } else {
@@ -212,16 +233,24 @@ impl Tracer {
     }
 
     fn on_exec_exit(&mut self, pid: i32) {
-        let Some(mut p) = self.pending_exec.remove(&pid) else { return };
+        let Some(mut p) = self.pending_exec.remove(&pid) else {
+            return;
+        };
         let ret = regs(pid).map(|r| r.rax as i64).unwrap_or(-1);
         let (result, exe) = if p.done || ret == 0 {
             let exe = sys::readlink_at(self.host_proc.as_raw_fd(), &format!("{pid}/exe")).ok();
             if p.argv.is_empty() {
                 // The old image was not readable (a child of the non-dumpable pid 1 before its
                 // exec): the new image's argv is the one that was passed.
-                let raw = sys::read_at(self.host_proc.as_raw_fd(), &format!("{pid}/cmdline")).unwrap_or_default();
-                p.argv = raw.split(|&b| b == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect();
-                p.cwd = sys::readlink_at(self.host_proc.as_raw_fd(), &format!("{pid}/cwd")).unwrap_or_default();
+                let raw = sys::read_at(self.host_proc.as_raw_fd(), &format!("{pid}/cmdline"))
+                    .unwrap_or_default();
+                p.argv = raw
+                    .split(|&b| b == 0)
+                    .filter(|s| !s.is_empty())
+                    .map(|s| String::from_utf8_lossy(s).into_owned())
+                    .collect();
+                p.cwd = sys::readlink_at(self.host_proc.as_raw_fd(), &format!("{pid}/cwd"))
+                    .unwrap_or_default();
                 if p.path.is_empty() {
                     p.path = exe.clone().unwrap_or_default();
                 }
@@ -253,13 +282,18 @@ impl Tracer {
                 // SYS_SECCOMP: our filter's TRAP (foreign architecture or x32). The sigsys
                 // fields follow the common header: call address, syscall number, arch.
                 // SAFETY: siginfo_t is at least 128 plain bytes.
-                let raw: &[u8; 128] = unsafe { &*(&si as *const libc::siginfo_t as *const [u8; 128]) };
+                let raw: &[u8; 128] =
+                    unsafe { &*(&si as *const libc::siginfo_t as *const [u8; 128]) };
                 let nr = i32::from_ne_bytes([raw[24], raw[25], raw[26], raw[27]]);
                 let arch = u32::from_ne_bytes([raw[28], raw[29], raw[30], raw[31]]);
                 self.emit(
                     pid,
                     EventKind::Denied {
-                        syscall: if arch == 0x4000_0003 { format!("i386:{nr}") } else { crate::jail::filter::syscall_name(nr as i64).to_string() },
+                        syscall: if arch == 0x4000_0003 {
+                            format!("i386:{nr}")
+                        } else {
+                            crate::jail::filter::syscall_name(nr as i64).to_string()
+                        },
                         nr: nr as i64,
                         arch: arch_name(arch),
                         action: "kill".into(),
