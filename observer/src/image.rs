@@ -247,6 +247,7 @@ impl Image {
             limits,
             grace_ms,
             extra_notify: Vec::new(),
+            traced: true,
         }
     }
 }

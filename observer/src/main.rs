@@ -57,6 +57,22 @@ enum Cmd {
     },
     /// Re-judge a recorded trace without a sandbox
     Replay { trace: PathBuf },
+    /// Diagnostic: run one command in the jail (as the built-in image's user, in its workspace)
+    /// and print its output; with --record, keep the trace
+    JailExec {
+        /// Run without tracing (benchmark baseline)
+        #[arg(long)]
+        untraced: bool,
+        #[arg(long)]
+        record: Option<PathBuf>,
+        #[arg(long, default_value_t = 60)]
+        timeout: u64,
+        /// Print nothing (benchmarks)
+        #[arg(long, short)]
+        quiet: bool,
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        argv: Vec<String>,
+    },
 }
 
 fn not_yet(flag: &str) -> ExitCode {
@@ -121,6 +137,35 @@ fn main() -> ExitCode {
             };
         }
         Some(Cmd::Replay { .. }) => return not_yet("replay"),
+        Some(Cmd::JailExec { untraced, record, timeout, quiet, argv }) => {
+            let input = SkillInput { name: "shell".into(), digest: String::new(), fidelity: Fidelity::Bundle, files: Vec::new() };
+            let opts = RunOptions {
+                timeout: std::time::Duration::from_secs(timeout),
+                grace: std::time::Duration::ZERO,
+                record,
+                command: Some(argv),
+                traced: !untraced,
+                ..RunOptions::default()
+            };
+            return match observer::run::observe(&input, &opts) {
+                Ok(r) => {
+                    if !quiet {
+                        for o in r.step_output.values() {
+                            print!("{o}");
+                        }
+                        for reason in &r.incomplete_reasons {
+                            eprintln!("incomplete: {reason}");
+                        }
+                    }
+                    let failed = r.outcome.failure.is_some() || r.outcome.budget_exhausted;
+                    if failed { ExitCode::from(EXIT_INTERNAL) } else { ExitCode::SUCCESS }
+                }
+                Err(e) => {
+                    eprintln!("observe: {e}");
+                    ExitCode::from(EXIT_INTERNAL)
+                }
+            };
+        }
         None => {}
     }
     let Some(skill) = cli.skill else {

@@ -38,6 +38,10 @@ pub struct RunOptions {
     pub record: Option<PathBuf>,
     pub limits: Limits,
     pub grace: Duration,
+    /// Run this argv (in the workspace) as the only step instead of the agent's plan.
+    pub command: Option<Vec<String>>,
+    /// False only for benchmarks (see `JailSpec::traced`).
+    pub traced: bool,
 }
 
 impl Default for RunOptions {
@@ -48,6 +52,8 @@ impl Default for RunOptions {
             record: None,
             limits: Limits::default(),
             grace: Duration::from_secs(3),
+            command: None,
+            traced: true,
         }
     }
 }
@@ -83,11 +89,9 @@ pub fn incompleteness(outcome: &JailOutcome, events: &[Event]) -> Vec<String> {
             r.push(format!("step {} timed out", e.step.unwrap_or(0)));
         }
     }
-    if !outcome
-        .info
-        .iter()
-        .any(|(k, v)| k == "tracer" && v == "ready")
-    {
+    if outcome.info.iter().any(|(k, _)| k == "tracing") {
+        r.push("tracing was off (benchmark mode)".to_string());
+    } else if !outcome.info.iter().any(|(k, v)| k == "tracer" && v == "ready") {
         r.push("tracer: never became ready".to_string());
     }
     r
@@ -113,19 +117,24 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
         .timeout
         .saturating_sub(opts.grace)
         .max(Duration::from_secs(1));
-    let steps = agent::plan_scripts(
-        &skill.files,
-        &image.skill_dir,
-        &image.workspace,
-        step_timeout.as_millis() as u64,
-    );
-    let spec = image.jail_spec(
+    let step_ms = step_timeout.as_millis() as u64;
+    let steps = match &opts.command {
+        Some(argv) => vec![jail::spec::StepSpec {
+            label: "command".into(),
+            argv: argv.clone(),
+            cwd: image.workspace.clone(),
+            timeout_ms: step_ms,
+        }],
+        None => agent::plan_scripts(&skill.files, &image.skill_dir, &image.workspace, step_ms),
+    };
+    let mut spec = image.jail_spec(
         staging.to_string_lossy().into_owned(),
         steps,
         opts.limits.clone(),
         opts.grace.as_millis() as u64,
         t0,
     );
+    spec.traced = opts.traced;
 
     let (trace_path, kept) = match &opts.record {
         Some(p) => (p.clone(), true),

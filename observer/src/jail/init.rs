@@ -183,6 +183,39 @@ fn no_children_left() -> bool {
     r < 0 && sys::last_err().raw_os_error() == Some(libc::ECHILD)
 }
 
+/// Installs the seccomp filter and hands its listener, with one output pipe per step, to the
+/// tracer. Returns the pipes' write ends.
+fn hand_over(spec: &JailSpec, ctl_fd: RawFd, go: RawFd) -> Vec<Option<OwnedFd>> {
+    let prog = filter::build(&spec.extra_notify);
+    let listener = match sys::seccomp_install(&prog) {
+        Ok(l) => l,
+        Err(e) => fail(ctl_fd, "seccomp", e),
+    };
+    // One output pipe per step, made now: the tracer takes the read ends (and the listener) while
+    // we are still dumpable; afterwards nothing in the jail can reach our fds through /proc/1.
+    let mut pipes = Vec::new();
+    let mut readers = String::new();
+    for _ in spec.steps.iter().take(MAX_STEP_PIPES) {
+        let mut fds = [0; 2];
+        // SAFETY: fds is a valid 2-int array.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            fail(ctl_fd, "pipe", sys::last_err());
+        }
+        readers.push_str(&format!(" {}", fds[0]));
+        pipes.push((sys::own(fds[0]), sys::own(fds[1])));
+    }
+    ctl(
+        ctl_fd,
+        &format!("listener {}{readers}", listener.as_raw_fd()),
+    );
+    if sys::read_byte(go).is_err() {
+        // SAFETY: terminating.
+        unsafe { libc::_exit(1) }
+    }
+    drop(listener);
+    pipes.into_iter().map(|(_r, w)| Some(w)).collect()
+}
+
 /// Entry of pid 1. `go` receives bytes from the tracer, `ctl` carries our lines to it.
 pub fn run(spec: &JailSpec, go: OwnedFd, ctl_fd: OwnedFd) -> ! {
     let ctl_fd = ctl_fd.as_raw_fd();
@@ -223,42 +256,24 @@ pub fn run(spec: &JailSpec, go: OwnedFd, ctl_fd: OwnedFd) -> ! {
     if let Err(e) = drop_all_caps() {
         fail(ctl_fd, "capabilities", e);
     }
-    let prog = filter::build(&spec.extra_notify);
-    let listener = match sys::seccomp_install(&prog) {
-        Ok(l) => l,
-        Err(e) => fail(ctl_fd, "seccomp", e),
-    };
-    // One output pipe per step, made now: the tracer takes the read ends (and the listener) while
-    // we are still dumpable; afterwards nothing in the jail can reach our fds through /proc/1.
-    let mut pipes = Vec::new();
-    let mut readers = String::new();
-    for _ in spec.steps.iter().take(MAX_STEP_PIPES) {
-        let mut fds = [0; 2];
-        // SAFETY: fds is a valid 2-int array.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            fail(ctl_fd, "pipe", sys::last_err());
+    let mut writers: Vec<Option<OwnedFd>> = Vec::new();
+    if spec.traced {
+        writers = hand_over(spec, ctl_fd, go);
+    } else {
+        ctl(ctl_fd, "untraced");
+        for _ in &spec.steps {
+            writers.push(sys::open_at(libc::AT_FDCWD, "/dev/null", libc::O_WRONLY).ok());
         }
-        readers.push_str(&format!(" {}", fds[0]));
-        pipes.push((sys::own(fds[0]), sys::own(fds[1])));
     }
-    ctl(
-        ctl_fd,
-        &format!("listener {}{readers}", listener.as_raw_fd()),
-    );
-    if sys::read_byte(go).is_err() {
-        // SAFETY: terminating.
-        unsafe { libc::_exit(1) }
-    }
-    drop(listener);
-    let mut writers: Vec<Option<OwnedFd>> = pipes.into_iter().map(|(_r, w)| Some(w)).collect();
     // The tracer lets this one call through for pid 1 (it fakes it for everyone else).
     // SAFETY: plain prctl.
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
 
     for (i, step) in spec.steps.iter().enumerate() {
         // Steps past the pipe limit share the last pipe.
-        let out_w = match writers.get_mut(i.min(MAX_STEP_PIPES - 1)) {
-            Some(w) if i < MAX_STEP_PIPES => w.take(),
+        let slot = if spec.traced { i.min(MAX_STEP_PIPES - 1) } else { i };
+        let out_w = match writers.get_mut(slot) {
+            Some(w) if i < MAX_STEP_PIPES || !spec.traced => w.take(),
             Some(w) => w.as_ref().and_then(|w| w.try_clone().ok()),
             None => None,
         };

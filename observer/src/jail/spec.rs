@@ -78,6 +78,14 @@ pub struct JailSpec {
     /// Extra syscalls to notify (e.g. uname for darwin-sim).
     #[serde(default)]
     pub extra_notify: Vec<i64>,
+    /// False only for benchmarks: the same jail without seccomp notification or ptrace, to
+    /// measure what tracing costs.
+    #[serde(default = "yes")]
+    pub traced: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 mod b64 {

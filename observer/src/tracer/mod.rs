@@ -76,6 +76,7 @@ pub struct Tracer {
     init_exited: bool,
     ctl_eof: bool,
     listener_hup: bool,
+    untraced: bool,
 }
 
 impl Tracer {
@@ -114,6 +115,7 @@ impl Tracer {
             init_exited: false,
             ctl_eof: false,
             listener_hup: false,
+            untraced: false,
         }
     }
 
@@ -211,6 +213,10 @@ impl Tracer {
         match it.next() {
             Some("error") => return Err(line.trim_start_matches("error ").to_string()),
             Some("landlock") => self.info("landlock", it.next().unwrap_or("")),
+            Some("untraced") => {
+                self.untraced = true;
+                self.info("tracing", "off (benchmark baseline)");
+            }
             Some("listener") => {
                 let fd: i32 = it
                     .next()
@@ -331,7 +337,7 @@ impl Tracer {
     /// Runs until the jail's init has exited and all its lines are read. Returns the exit code.
     pub fn run(&mut self) -> i32 {
         // Setup: wait for init to hand over the seccomp listener (or report a failure).
-        while self.listener.is_none() {
+        while self.listener.is_none() && !self.untraced {
             let lines = self.read_ctl();
             if self.ctl_eof && lines.is_empty() {
                 self.send(&Msg::Fatal {
