@@ -137,8 +137,19 @@ fn main() -> ExitCode {
             };
         }
         Some(Cmd::Replay { .. }) => return not_yet("replay"),
-        Some(Cmd::JailExec { untraced, record, timeout, quiet, argv }) => {
-            let input = SkillInput { name: "shell".into(), digest: String::new(), fidelity: Fidelity::Bundle, files: Vec::new() };
+        Some(Cmd::JailExec {
+            untraced,
+            record,
+            timeout,
+            quiet,
+            argv,
+        }) => {
+            let input = SkillInput {
+                name: "shell".into(),
+                digest: String::new(),
+                fidelity: Fidelity::Bundle,
+                files: Vec::new(),
+            };
             let opts = RunOptions {
                 timeout: std::time::Duration::from_secs(timeout),
                 grace: std::time::Duration::ZERO,
@@ -158,7 +169,11 @@ fn main() -> ExitCode {
                         }
                     }
                     let failed = r.outcome.failure.is_some() || r.outcome.budget_exhausted;
-                    if failed { ExitCode::from(EXIT_INTERNAL) } else { ExitCode::SUCCESS }
+                    if failed {
+                        ExitCode::from(EXIT_INTERNAL)
+                    } else {
+                        ExitCode::SUCCESS
+                    }
                 }
                 Err(e) => {
                     eprintln!("observe: {e}");

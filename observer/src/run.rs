@@ -72,8 +72,43 @@ pub struct RunResult {
     _run_dir: tempfile::TempDir,
 }
 
-/// Why a run could not see everything, from what the supervisor knows and the events.
-pub fn incompleteness(outcome: &JailOutcome, events: &[Event]) -> Vec<String> {
+/// Writes the jail's events into the trace file as they arrive.
+struct TraceSink {
+    writer: TraceWriter<std::io::BufWriter<std::fs::File>>,
+    err: Option<crate::trace::TraceError>,
+    /// Steps that ran past their budget (needed for completeness without re-reading the trace).
+    timed_out: Vec<u32>,
+}
+
+impl jail::EventSink for TraceSink {
+    fn event(&mut self, line: &str) {
+        if line.contains("\"kind\":\"step_end\"") {
+            if let Ok(ev) = serde_json::from_str::<Event>(line) {
+                if let (
+                    EventKind::StepEnd {
+                        timed_out: true, ..
+                    },
+                    Some(step),
+                ) = (&ev.kind, ev.step)
+                {
+                    self.timed_out.push(step);
+                }
+            }
+        }
+        if let Err(e) = self.writer.write_raw(line) {
+            self.err.get_or_insert(e);
+        }
+    }
+    fn idle(&mut self) {
+        if let Err(e) = self.writer.flush() {
+            self.err.get_or_insert(e);
+        }
+    }
+}
+
+/// Why a run could not see everything, from what the supervisor knows and the steps that timed
+/// out.
+pub fn incompleteness(outcome: &JailOutcome, timed_out: &[u32]) -> Vec<String> {
     let mut r = Vec::new();
     if let Some(f) = &outcome.failure {
         r.push(format!("jail: {f}"));
@@ -81,17 +116,16 @@ pub fn incompleteness(outcome: &JailOutcome, events: &[Event]) -> Vec<String> {
     if outcome.budget_exhausted {
         r.push("budget exhausted with processes alive".to_string());
     }
-    for e in events {
-        if let EventKind::StepEnd {
-            timed_out: true, ..
-        } = &e.kind
-        {
-            r.push(format!("step {} timed out", e.step.unwrap_or(0)));
-        }
+    for step in timed_out {
+        r.push(format!("step {step} timed out"));
     }
     if outcome.info.iter().any(|(k, _)| k == "tracing") {
         r.push("tracing was off (benchmark mode)".to_string());
-    } else if !outcome.info.iter().any(|(k, v)| k == "tracer" && v == "ready") {
+    } else if !outcome
+        .info
+        .iter()
+        .any(|(k, v)| k == "tracer" && v == "ready")
+    {
         r.push("tracer: never became ready".to_string());
     }
     r
@@ -150,44 +184,32 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
     header.fidelity = Some(skill.fidelity.as_str().to_string());
     header.context = image.context.clone();
     let file = std::fs::File::create(&trace_path).map_err(crate::trace::TraceError::Io)?;
-    let mut writer = TraceWriter::new(std::io::BufWriter::new(file), &header)?;
-    let mut events = Vec::new();
+    let writer = TraceWriter::new(std::io::BufWriter::with_capacity(1 << 16, file), &header)?;
     let mut outputs: BTreeMap<u32, String> = BTreeMap::new();
-    let mut write_err = None;
-    let outcome = jail::run(&spec, opts.timeout, &mut |m| match m {
-        Msg::Event { ev } => match writer.write(ev.clone()) {
-            Ok(seq) => events.push(Event { seq, ..ev }),
-            Err(e) => {
-                write_err.get_or_insert(e);
+    let (outcome, sink) = jail::run(
+        &spec,
+        opts.timeout,
+        TraceSink {
+            writer,
+            err: None,
+            timed_out: Vec::new(),
+        },
+        &mut |m| {
+            if let Msg::Output { step, data } = m {
+                outputs.entry(step).or_default().push_str(&data);
             }
         },
-        Msg::Output { step, data } => outputs.entry(step).or_default().push_str(&data),
-        _ => {}
-    })?;
-    if let Some(e) = write_err {
+    )?;
+    let TraceSink {
+        mut writer,
+        err,
+        timed_out,
+    } = sink;
+    if let Some(e) = err {
         return Err(e.into());
     }
     let duration_ms = (jail::sys::monotonic_ns().saturating_sub(t0)) / 1_000_000;
-    if outcome.budget_exhausted {
-        writer.write(Event {
-            seq: 0,
-            t_ns: jail::sys::monotonic_ns().saturating_sub(t0),
-            pid: 0,
-            tid: None,
-            ppid: None,
-            vpid: None,
-            step: None,
-            kind: EventKind::Limit {
-                what: "budget".into(),
-                detail: format!(
-                    "wall-clock budget of {} s ran out; every process of the jail was killed",
-                    opts.timeout.as_secs()
-                ),
-            },
-        })?;
-    }
-    let reasons = incompleteness(&outcome, &events);
-    writer.write(Event {
+    let end_event = |kind| Event {
         seq: 0,
         t_ns: jail::sys::monotonic_ns().saturating_sub(t0),
         pid: 0,
@@ -195,12 +217,23 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
         ppid: None,
         vpid: None,
         step: None,
-        kind: EventKind::RunEnd {
-            duration_ms,
-            complete: reasons.is_empty(),
-            incomplete_reasons: reasons.clone(),
-        },
-    })?;
+        kind,
+    };
+    if outcome.budget_exhausted {
+        writer.write(end_event(EventKind::Limit {
+            what: "budget".into(),
+            detail: format!(
+                "wall-clock budget of {} s ran out; every process of the jail was killed",
+                opts.timeout.as_secs()
+            ),
+        }))?;
+    }
+    let reasons = incompleteness(&outcome, &timed_out);
+    writer.write(end_event(EventKind::RunEnd {
+        duration_ms,
+        complete: reasons.is_empty(),
+        incomplete_reasons: reasons.clone(),
+    }))?;
     drop(writer);
     Ok(RunResult {
         trace_path,

@@ -271,7 +271,11 @@ pub fn run(spec: &JailSpec, go: OwnedFd, ctl_fd: OwnedFd) -> ! {
 
     for (i, step) in spec.steps.iter().enumerate() {
         // Steps past the pipe limit share the last pipe.
-        let slot = if spec.traced { i.min(MAX_STEP_PIPES - 1) } else { i };
+        let slot = if spec.traced {
+            i.min(MAX_STEP_PIPES - 1)
+        } else {
+            i
+        };
         let out_w = match writers.get_mut(slot) {
             Some(w) if i < MAX_STEP_PIPES || !spec.traced => w.take(),
             Some(w) => w.as_ref().and_then(|w| w.try_clone().ok()),

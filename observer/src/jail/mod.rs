@@ -12,6 +12,7 @@ pub mod sys;
 use crate::tracer::Msg;
 use spec::JailSpec;
 use std::io::{BufRead, BufReader, Write};
+
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
@@ -122,16 +123,29 @@ fn spawn_stage1(fds: [RawFd; 4]) -> std::io::Result<Child> {
     cmd.spawn()
 }
 
-/// Runs the jail to completion (or until `budget`), handing each message to `on_msg` as it
-/// arrives. Events reach the caller while the jail runs, so a crash loses nothing already seen.
-pub fn run(
+/// Receives the jail's events as raw trace lines (`{"seq":0,...}`), on the jail reader thread,
+/// as they happen.
+pub trait EventSink: Send + 'static {
+    fn event(&mut self, line: &str);
+    /// Called when no more lines are waiting (a good moment to flush).
+    fn idle(&mut self) {}
+}
+
+/// Runs the jail to completion (or until `budget`). Events go to `sink` on a reader thread as
+/// they arrive (so a crash loses nothing already seen); other messages go to `on_msg`. Returns the
+/// sink when the jail is done.
+pub fn run<S: EventSink>(
     spec: &JailSpec,
     budget: Duration,
+    mut sink: S,
     on_msg: &mut dyn FnMut(Msg),
-) -> Result<JailOutcome, JailError> {
+) -> Result<(JailOutcome, S), JailError> {
     let started = Instant::now();
     let (spec_r, spec_w) = pipe()?;
     let (ev_r, ev_w) = pipe()?;
+    // A large pipe lets the tracer run ahead of the writer in bursts.
+    // SAFETY: fcntl on our own fd; failure only leaves the default size.
+    unsafe { libc::fcntl(ev_r.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
     let (up_r, up_w) = pipe()?; // jail → supervisor
     let (down_r, down_w) = pipe()?; // supervisor → jail
     let mut child = spawn_stage1([
@@ -181,22 +195,35 @@ pub fn run(
 
     let (tx, rx) = mpsc::channel::<Msg>();
     let reader = std::thread::spawn(move || {
-        let r = BufReader::with_capacity(1 << 20, std::fs::File::from(ev_r));
-        for line in r.lines() {
-            let Ok(line) = line else { break };
-            match serde_json::from_str::<Msg>(&line) {
-                Ok(m) => {
-                    if tx.send(m).is_err() {
-                        break;
-                    }
+        use std::io::Read;
+        let mut f = std::fs::File::from(ev_r);
+        let mut buf = vec![0u8; 1 << 20];
+        let mut pending: Vec<u8> = Vec::new();
+        loop {
+            let n = match f.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            pending.extend_from_slice(&buf[..n]);
+            let mut start = 0;
+            while let Some(off) = pending[start..].iter().position(|&b| b == b'\n') {
+                let line = String::from_utf8_lossy(&pending[start..start + off]);
+                start += off + 1;
+                if line.starts_with("{\"seq\":") {
+                    sink.event(&line);
+                    continue;
                 }
-                Err(e) => {
-                    let _ = tx.send(Msg::Fatal {
-                        what: format!("unreadable message from the jail: {e}"),
-                    });
+                let m = serde_json::from_str::<Msg>(&line).unwrap_or_else(|e| Msg::Fatal {
+                    what: format!("unreadable message from the jail: {e}"),
+                });
+                if tx.send(m).is_err() {
+                    break;
                 }
             }
+            pending.drain(..start);
+            sink.idle();
         }
+        sink
     });
     let mut out = JailOutcome::default();
     let deadline = started + budget;
@@ -225,7 +252,9 @@ pub fn run(
     if !out.budget_exhausted && !status.success() && out.failure.is_none() {
         out.failure = Some(format!("the jail process ended abnormally ({status})"));
     }
-    let _ = reader.join();
+    let sink = reader
+        .join()
+        .map_err(|_| JailError::Setup("the event reader panicked".into()))?;
     while let Ok(m) = rx.try_recv() {
         match m {
             Msg::Fatal { what } => {
@@ -236,5 +265,5 @@ pub fn run(
         }
     }
     out.wall = started.elapsed();
-    Ok(out)
+    Ok((out, sink))
 }

@@ -22,11 +22,12 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-/// Lines from the jail process to the supervisor (JSON Lines on a pipe).
+/// Lines from the jail process to the supervisor (JSON Lines on a pipe). Events travel as bare
+/// trace lines (`{"seq":0,...}`) so the supervisor can write them without parsing them; every
+/// other line is one of these.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "m", rename_all = "snake_case")]
 pub enum Msg {
-    Event { ev: Event },
     Output { step: u32, data: String },
     Info { key: String, value: String },
     Fatal { what: String },
@@ -39,6 +40,8 @@ struct Task {
     step: Option<u32>,
     /// Seen its first ptrace stop (auto-attached tasks start stopped).
     started: bool,
+    /// Its pid inside the jail (cached: reading /proc/<pid>/status costs more than an open).
+    vpid: Option<i32>,
 }
 
 #[derive(Debug, Clone)]
@@ -56,6 +59,8 @@ struct StepOut {
     kept: usize,
 }
 
+/// Bytes of event lines batched before a write to the supervisor.
+const OUT_BATCH: usize = 64 * 1024;
 const OUTPUT_KEEP: usize = 64 * 1024;
 
 pub struct Tracer {
@@ -77,6 +82,7 @@ pub struct Tracer {
     ctl_eof: bool,
     listener_hup: bool,
     untraced: bool,
+    out_buf: std::cell::RefCell<Vec<u8>>,
 }
 
 impl Tracer {
@@ -96,6 +102,7 @@ impl Tracer {
                 ppid: None,
                 step: None,
                 started: true,
+                vpid: Some(1),
             },
         );
         Tracer {
@@ -116,13 +123,34 @@ impl Tracer {
             ctl_eof: false,
             listener_hup: false,
             untraced: false,
+            out_buf: std::cell::RefCell::new(Vec::with_capacity(OUT_BATCH + 4096)),
         }
     }
 
     fn send(&self, m: &Msg) {
-        if let Ok(line) = serde_json::to_string(m) {
+        if let Ok(line) = serde_json::to_vec(m) {
+            self.queue(&line);
+        }
+    }
+
+    /// Lines are batched: every write wakes the supervisor's reader on another CPU, which costs
+    /// more than the event itself. The batch goes out when it is large or the tracer is idle.
+    fn queue(&self, line: &[u8]) {
+        let mut b = self.out_buf.borrow_mut();
+        b.extend_from_slice(line);
+        b.push(b'\n');
+        if b.len() >= OUT_BATCH {
             // A failed write means the supervisor is gone; PDEATHSIG ends us shortly.
-            let _ = write_all_fd(self.out_fd, format!("{line}\n").as_bytes());
+            let _ = write_all_fd(self.out_fd, &b);
+            b.clear();
+        }
+    }
+
+    fn flush_out(&self) {
+        let mut b = self.out_buf.borrow_mut();
+        if !b.is_empty() {
+            let _ = write_all_fd(self.out_fd, &b);
+            b.clear();
         }
     }
 
@@ -147,11 +175,17 @@ impl Tracer {
             pid: tgid,
             tid: (tgid != tid).then_some(tid),
             ppid: self.tasks.get(&tgid).and_then(|t| t.ppid),
-            vpid: self.vpid(tgid),
+            vpid: self.cached_vpid(tgid),
             step: task.and_then(|t| t.step),
             kind,
         };
-        self.send(&Msg::Event { ev });
+        self.send_event(&ev);
+    }
+
+    fn send_event(&self, ev: &Event) {
+        if let Ok(line) = serde_json::to_vec(ev) {
+            self.queue(&line);
+        }
     }
 
     /// Records an event of the agent itself (pid 1) about `step`.
@@ -166,7 +200,14 @@ impl Tracer {
             step: Some(step),
             kind,
         };
-        self.send(&Msg::Event { ev });
+        self.send_event(&ev);
+    }
+
+    fn cached_vpid(&self, pid: i32) -> Option<i32> {
+        match self.tasks.get(&pid).and_then(|t| t.vpid) {
+            Some(v) => Some(v),
+            None => self.vpid(pid),
+        }
     }
 
     /// The pid the task has inside the jail (last NSpid field).
@@ -336,6 +377,12 @@ impl Tracer {
 
     /// Runs until the jail's init has exited and all its lines are read. Returns the exit code.
     pub fn run(&mut self) -> i32 {
+        let code = self.run_inner();
+        self.flush_out();
+        code
+    }
+
+    fn run_inner(&mut self) -> i32 {
         // Setup: wait for init to hand over the seccomp listener (or report a failure).
         while self.listener.is_none() && !self.untraced {
             let lines = self.read_ctl();
@@ -375,9 +422,12 @@ impl Tracer {
             }
         };
         self.info("tracer", "ready");
+        let mut sigchld = true;
         loop {
-            // Reap ptrace stops first so a stop that raced the signalfd is not missed.
-            self.ptrace_drain();
+            if sigchld {
+                self.ptrace_drain();
+                sigchld = false;
+            }
             if self.init_exited && (self.ctl_eof || self.tasks.is_empty()) {
                 break;
             }
@@ -411,7 +461,15 @@ impl Tracer {
                 });
             }
             // SAFETY: pfds is a valid array of pollfd.
-            let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 200) };
+            // A short first wait: a busy task's next call usually comes within it, and the batch
+            // keeps growing; only a real pause hands the batch over.
+            let mut r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 1) };
+            if r == 0 {
+                // Nothing waiting: a good moment to hand the batch over, then sleep.
+                self.flush_out();
+                // SAFETY: as above.
+                r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 200) };
+            }
             if r < 0 {
                 continue;
             }
@@ -430,6 +488,7 @@ impl Tracer {
             }
             if pfds[1].revents != 0 {
                 while let Ok(Some(_)) = sigfd.read_signal() {}
+                sigchld = true;
             }
             if pfds[0].revents & libc::POLLIN != 0 {
                 self.handle_notification(listener);
@@ -442,6 +501,7 @@ impl Tracer {
             }
         }
         self.drain_outputs();
+        self.flush_out();
         0
     }
 

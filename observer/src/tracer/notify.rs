@@ -322,11 +322,23 @@ impl Tracer {
             .unwrap_or(0o022)
     }
 
+    fn rewrite_for(&self, tid: i32, path: &[u8]) -> Vec<u8> {
+        if path.starts_with(b"/proc/self")
+            || path.starts_with(b"/proc/thread-self")
+            || path.starts_with(b"/dev/")
+        {
+            let (vt, vtid) = self.vids(tid);
+            rewrite_self(path, vt, vtid)
+        } else {
+            path.to_vec()
+        }
+    }
+
     fn vids(&self, tid: i32) -> (i32, i32) {
         let tgid = self.tgid_of(tid);
         (
-            self.vpid(tgid).unwrap_or(tgid),
-            self.vpid(tid).unwrap_or(tid),
+            self.cached_vpid(tgid).unwrap_or(tgid),
+            self.cached_vpid(tid).unwrap_or(tid),
         )
     }
 
@@ -349,8 +361,7 @@ impl Tracer {
         if !sys::notif_id_valid(listener, c.id) {
             return None;
         }
-        let (vt, vtid) = self.vids(c.tid);
-        let path = rewrite_self(&raw, vt, vtid);
+        let path = self.rewrite_for(c.tid, &raw);
         let base = match self.base_dir(c.tid, dirfd, &path) {
             Ok(b) => b,
             Err(e) => {
@@ -420,11 +431,11 @@ impl Tracer {
                     return None;
                 }
                 if !is_path && flags & libc::O_NONBLOCK == 0 {
+                    // Back to the status flags the task asked for (we added O_NONBLOCK).
+                    let status =
+                        flags & (libc::O_APPEND | libc::O_ASYNC | libc::O_DIRECT | libc::O_NOATIME);
                     // SAFETY: fcntl on our own fd.
-                    unsafe {
-                        let fl = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
-                        libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
-                    }
+                    unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, status) };
                 }
                 match sys::notif_addfd_send(
                     listener,
@@ -520,10 +531,9 @@ impl Tracer {
                 return Ok(0);
             }
         };
-        let (vt, vtid) = self.vids(c.tid);
-        let path1 = rewrite_self(&self.read_path(c.tid, p1)?, vt, vtid);
+        let path1 = self.rewrite_for(c.tid, &self.read_path(c.tid, p1)?);
         let path2 = if p2 != 0 {
-            Some(rewrite_self(&self.read_path(c.tid, p2)?, vt, vtid))
+            Some(self.rewrite_for(c.tid, &self.read_path(c.tid, p2)?))
         } else {
             None
         };

@@ -93,6 +93,11 @@ impl Tracer {
                 .and_then(|v| v.parse().ok())
         };
         let tgid = field("Tgid:").unwrap_or(pid);
+        let vpid = status
+            .lines()
+            .find(|l| l.starts_with("NSpid:"))
+            .and_then(|l| l.split_whitespace().last())
+            .and_then(|v| v.parse().ok());
         let thread = tgid != pid;
         let parent = if thread {
             tgid
@@ -118,6 +123,7 @@ impl Tracer {
                 ppid,
                 step,
                 started: false,
+                vpid,
             },
         );
         let kind = EventKind::Spawn {
