@@ -5,4 +5,5 @@
 
 pub mod bundle;
 pub mod model;
+pub mod statics;
 pub mod trace;
