@@ -440,3 +440,52 @@ fn deflated_zeros_helper_is_a_valid_stream() {
     let u = load_zip(&with_skill(vec![e])).expect("valid");
     assert_eq!(u[0].files["z"].bytes, vec![0u8; size as usize]);
 }
+
+#[test]
+fn announced_entry_count_is_bounded_before_parsing() {
+    // An end record announcing 60,000 entries: refused from the count, before the zip crate
+    // allocates anything per entry.
+    let mut z = with_skill(vec![]);
+    let n = z.len();
+    z[n - 12..n - 10].copy_from_slice(&60_000u16.to_le_bytes());
+    z[n - 14..n - 12].copy_from_slice(&60_000u16.to_le_bytes());
+    assert!(matches!(
+        load_zip(&z),
+        Err(BundleError::Limit {
+            limit: LimitExceeded::FileCount { .. },
+            ..
+        })
+    ));
+    // Zip64: 0xFFFF in the end record, 2^40 entries in the zip64 end record.
+    let mut z = with_skill(vec![]);
+    let eocd = z.len() - 22;
+    let cd_size = u32::from_le_bytes(z[eocd + 12..eocd + 16].try_into().unwrap()) as u64;
+    let cd_off = u32::from_le_bytes(z[eocd + 16..eocd + 20].try_into().unwrap()) as u64;
+    let tail = z.split_off(eocd);
+    let z64_at = z.len() as u64;
+    z.extend_from_slice(&0x0606_4b50u32.to_le_bytes());
+    z.extend_from_slice(&44u64.to_le_bytes());
+    z.extend_from_slice(&[45, 0, 45, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    z.extend_from_slice(&(1u64 << 40).to_le_bytes());
+    z.extend_from_slice(&(1u64 << 40).to_le_bytes());
+    z.extend_from_slice(&cd_size.to_le_bytes());
+    z.extend_from_slice(&cd_off.to_le_bytes());
+    z.extend_from_slice(&0x0706_4b50u32.to_le_bytes());
+    z.extend_from_slice(&0u32.to_le_bytes());
+    z.extend_from_slice(&z64_at.to_le_bytes());
+    z.extend_from_slice(&1u32.to_le_bytes());
+    let mut tail = tail;
+    tail[8..12].copy_from_slice(&[0xFF, 0xFF, 0xFF, 0xFF]);
+    z.extend_from_slice(&tail);
+    assert!(matches!(
+        load_zip(&z),
+        Err(BundleError::Limit {
+            limit: LimitExceeded::FileCount { .. },
+            ..
+        })
+    ));
+    // Data after the end record (a second archive appended) is refused.
+    let mut z = with_skill(vec![]);
+    z.extend_from_slice(b"trailing");
+    assert!(matches!(load_zip(&z), Err(BundleError::InvalidZip { .. })));
+}

@@ -29,6 +29,43 @@ fn le32(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 
+fn le64(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// The entry count announced by the end-of-central-directory record (zip64 aware). The record
+/// must end the file exactly (after its comment): data after it is where a second, different
+/// archive hides. Checked before the `zip` crate parses anything, since it pre-allocates per
+/// announced entry.
+fn announced_entries(bytes: &[u8]) -> Result<u64, String> {
+    const EOCD_SIG: u32 = 0x0605_4b50;
+    let last = bytes.len().checked_sub(22).ok_or("too short to be a zip")?;
+    let lowest = last.saturating_sub(0xFFFF);
+    let pos = (lowest..=last)
+        .rev()
+        .find(|&p| {
+            le32(bytes, p) == Some(EOCD_SIG)
+                && le16(bytes, p + 20).map(|c| p + 22 + c as usize) == Some(bytes.len())
+        })
+        .ok_or("no end-of-central-directory record at the end of the file")?;
+    let count = le16(bytes, pos + 10).ok_or("truncated end record")?;
+    if count != 0xFFFF {
+        return Ok(count as u64);
+    }
+    // Zip64: locator just before the end record, pointing at the zip64 end record.
+    let loc = pos.checked_sub(20).ok_or("truncated zip64 locator")?;
+    if le32(bytes, loc) != Some(0x0706_4b50) {
+        return Ok(count as u64);
+    }
+    let at = le64(bytes, loc + 8)
+        .and_then(|a| usize::try_from(a).ok())
+        .ok_or("bad zip64 offset")?;
+    if le32(bytes, at) != Some(0x0606_4b50) {
+        return Err("zip64 end record missing".into());
+    }
+    le64(bytes, at + 32).ok_or_else(|| "truncated zip64 end record".into())
+}
+
 /// A central directory record, as stored.
 #[derive(Debug)]
 struct Record {
@@ -117,6 +154,15 @@ pub(crate) fn read_zip(input: &str, bytes: &[u8], limits: &Limits) -> Result<Tre
         return Err(invalid(
             "does not start with a zip member (not a zip, or data before the first member)".into(),
         ));
+    }
+    let announced = announced_entries(bytes).map_err(invalid)?;
+    if announced > 2 * limits.max_files as u64 {
+        return Err(BundleError::Limit {
+            input: input.to_string(),
+            limit: LimitExceeded::FileCount {
+                limit: limits.max_files,
+            },
+        });
     }
     let mut archive =
         zip::ZipArchive::new(Cursor::new(bytes)).map_err(|e| invalid(e.to_string()))?;

@@ -1,7 +1,7 @@
 //! The built-in categoriser: which categories the text of a skill indicates, with evidence.
 
 use super::markdown::{code_snippets, is_shell_lang, line_runs_program, shell_lines};
-use super::rules::{Scope, RULES};
+use super::rules::{Scope, RULES, RULE_SET};
 use crate::bundle::parse_shebang;
 use crate::model::Category;
 use serde::Serialize;
@@ -75,33 +75,37 @@ pub fn categorise_texts<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)>)
                 });
             }
         };
-        // Regex rules: over the whole text, or over code snippets only.
+        // Regex rules: over the whole text, or over the code snippets only (joined, so each rule
+        // makes one pass however many snippets there are).
         let snippets = if kind == Kind::Markdown {
             code_snippets(text)
         } else {
             Vec::new()
         };
-        for rule in RULES.iter() {
-            let regions: Vec<(usize, &str)> = match (kind, rule.scope) {
-                (Kind::Markdown, Scope::Code) => {
-                    snippets.iter().map(|s| (s.line, s.text.as_str())).collect()
-                }
-                _ => vec![(1, text)],
+        let whole = Region::whole(text);
+        let code = Region::joined(&snippets);
+        let hits_whole = RULE_SET.matches(&whole.text);
+        let hits_code = RULE_SET.matches(&code.text);
+        for (i, rule) in RULES.iter().enumerate() {
+            let (region, hits) = match (kind, rule.scope) {
+                (Kind::Markdown, Scope::Code) => (&code, &hits_code),
+                _ => (&whole, &hits_whole),
             };
-            'regions: for (first_line, region) in regions {
-                for caps in rule.re.captures_iter(region) {
-                    if rule.keep.is_some_and(|keep| !keep(&caps)) {
-                        continue;
-                    }
-                    let Some(m) = caps.get(0) else { continue };
-                    // Patterns may start on the separator before a word (a newline).
-                    let lead = m.as_str().len() - m.as_str().trim_start().len();
-                    let (line, excerpt) = line_at(region, m.start() + lead);
-                    for &c in rule.categories {
-                        push(&mut out, rule.id, c, first_line + line - 1, excerpt);
-                    }
-                    break 'regions;
+            if !hits.matched(i) {
+                continue;
+            }
+            for caps in rule.re.captures_iter(&region.text) {
+                if rule.keep.is_some_and(|keep| !keep(&caps)) {
+                    continue;
                 }
+                let Some(m) = caps.get(0) else { continue };
+                // Patterns may start on the separator before a word (a newline).
+                let lead = m.as_str().len() - m.as_str().trim_start().len();
+                let (line, excerpt) = region.locate(m.start() + lead);
+                for &c in rule.categories {
+                    push(&mut out, rule.id, c, line, excerpt);
+                }
+                break;
             }
         }
         // Programs started by commands.
@@ -141,6 +145,45 @@ pub fn categorise_texts<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)>)
         }
     }
     out
+}
+
+/// Text searched by the rules, with the file line where each of its pieces starts.
+struct Region<'a> {
+    text: std::borrow::Cow<'a, str>,
+    /// (offset in `text`, 1-based file line), ascending.
+    starts: Vec<(usize, usize)>,
+}
+
+impl<'a> Region<'a> {
+    fn whole(text: &'a str) -> Self {
+        Region {
+            text: text.into(),
+            starts: vec![(0, 1)],
+        }
+    }
+
+    fn joined(snippets: &[super::markdown::Snippet]) -> Self {
+        let mut text = String::new();
+        let mut starts = Vec::with_capacity(snippets.len());
+        for s in snippets {
+            starts.push((text.len(), s.line));
+            text.push_str(&s.text);
+            // A blank line between pieces: no line-bound pattern spans two of them.
+            text.push_str("\n\n");
+        }
+        Region {
+            text: text.into(),
+            starts,
+        }
+    }
+
+    /// File line and text of the line at `offset`.
+    fn locate(&self, offset: usize) -> (usize, &str) {
+        let i = self.starts.partition_point(|&(o, _)| o <= offset).max(1) - 1;
+        let (start, first_line) = self.starts.get(i).copied().unwrap_or((0, 1));
+        let (line, excerpt) = line_at(&self.text[start..], offset - start);
+        (first_line + line - 1, excerpt)
+    }
 }
 
 fn line_at(text: &str, offset: usize) -> (usize, &str) {

@@ -95,6 +95,11 @@ fn ip_is_public(c: &Captures) -> bool {
         || ip.octets()[0] == 0)
 }
 
+/// All rule patterns in one set: one pass says which rules can match a region at all.
+pub static RULE_SET: LazyLock<regex::RegexSet> = LazyLock::new(|| {
+    regex::RegexSet::new(RULES.iter().map(|r| r.re.as_str())).expect("rules compile")
+});
+
 pub static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
     use Category::*;
     use Scope::*;
