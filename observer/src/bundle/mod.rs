@@ -115,9 +115,9 @@ pub struct SkillUnit {
 }
 
 impl SkillUnit {
-    pub fn skill_md(&self) -> &BundleFile {
-        // Every unit is built from a SKILL.md; the map always has it.
-        &self.files[SKILL_MD]
+    /// The unit's `SKILL.md` (always present in units built by [`load`]).
+    pub fn skill_md(&self) -> Option<&BundleFile> {
+        self.files.get(SKILL_MD)
     }
 }
 
@@ -320,7 +320,8 @@ fn split_units(
         } else {
             format!("{input}/{dir}/{SKILL_MD}")
         };
-        let md = parse_skill_md(&t.files[SKILL_MD].bytes).map_err(|reason| {
+        let skill_md = t.files.get(SKILL_MD).map(|f| f.bytes.as_slice());
+        let md = parse_skill_md(skill_md.unwrap_or_default()).map_err(|reason| {
             BundleError::MalformedSkillMd {
                 path: shown,
                 reason,

@@ -55,7 +55,7 @@ pub fn categorise(unit: &SkillUnit) -> Categorisation {
         .iter()
         .filter_map(|(p, f)| f.text().map(|t| (p.as_str(), t)));
     let mut findings = categorise_texts(texts);
-    let skill_md = unit.skill_md().text().unwrap_or("");
+    let skill_md = unit.skill_md().and_then(|f| f.text()).unwrap_or("");
     findings.extend(tool_findings(&unit.front_matter.allowed_tools, skill_md));
     let view = StaticView {
         source: StaticSource::Builtin,

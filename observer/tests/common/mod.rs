@@ -192,3 +192,13 @@ pub fn honest_zip(members: &[(&str, &[u8], u32)]) -> Vec<u8> {
 
 pub const SKILL: &[u8] =
     b"---\nname: demo\ndescription: A demo skill\n---\nRun `python3 scripts/run.py`.\n";
+
+/// The limit a load ran into (panics on any other outcome).
+pub fn limit_hit<T: std::fmt::Debug>(
+    r: Result<T, observer::bundle::BundleError>,
+) -> observer::bundle::LimitExceeded {
+    match r {
+        Err(observer::bundle::BundleError::Limit { limit, .. }) => limit,
+        other => panic!("expected a limit error, got {other:?}"),
+    }
+}
