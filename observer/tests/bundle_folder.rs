@@ -225,6 +225,16 @@ fn folder_limits() {
         limit_hit(load(&root, &lim)),
         LimitExceeded::Unpacked { .. }
     ));
+    // A sparse 1 TiB file is refused from its size, without reading it.
+    let sparse = std::fs::File::create(root.join("sparse.bin")).unwrap();
+    sparse.set_len(1 << 40).unwrap();
+    let t = std::time::Instant::now();
+    assert!(matches!(
+        limit_hit(load(&root, &Limits::default())),
+        LimitExceeded::Unpacked { .. }
+    ));
+    assert!(t.elapsed().as_secs() < 2, "took {:?}", t.elapsed());
+    std::fs::remove_file(root.join("sparse.bin")).unwrap();
     let mut deep = root.clone();
     for _ in 0..5 {
         deep = deep.join("d");

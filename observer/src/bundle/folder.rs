@@ -187,6 +187,12 @@ impl Walker<'_> {
             ));
         }
         let remaining = self.limits.max_unpacked_bytes.saturating_sub(self.bytes);
+        if meta.len() > remaining {
+            // Refused from its size, before reading: a sparse file costs nothing to make.
+            return Err(self.limit(LimitExceeded::Unpacked {
+                limit: self.limits.max_unpacked_bytes,
+            }));
+        }
         let mut bytes = Vec::with_capacity(meta.len().min(remaining) as usize);
         file.take(remaining.saturating_add(1))
             .read_to_end(&mut bytes)
