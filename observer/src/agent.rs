@@ -1,71 +1,40 @@
 //! The built-in agent's plan: which steps to run in the jail. This first planner runs every bundled
-//! script with the right interpreter, one step each; issue 5 extends it to instructed commands,
-//! hooks and gates.
+//! script with each interpreter it could be meant for (extension and shebang), one step each;
+//! issue 5 extends it to instructed commands, hooks and gates.
 
-use crate::image::SkillFile;
+use crate::bundle::Script;
 use crate::jail::spec::StepSpec;
 
-/// The argv that runs `path` (absolute, inside the jail): by extension first, then by shebang,
-/// then directly if executable. `None` when the file is not something to run.
-pub fn interpreter_argv(path: &str, data: &[u8], mode: u32) -> Option<Vec<String>> {
-    let ext = path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
-    let by_ext: Option<&[&str]> = match ext.as_deref() {
-        Some("py") => Some(&["python3"]),
-        Some("sh") => Some(&["sh"]),
-        Some("bash") => Some(&["bash"]),
-        Some("zsh") => Some(&["bash"]),
-        Some("js") | Some("mjs") | Some("cjs") => Some(&["node"]),
-        Some("rb") => Some(&["ruby"]),
-        Some("pl") => Some(&["perl"]),
-        _ => None,
-    };
-    // A shebang names the interpreter the author meant (e.g. `bash` for a `.sh` file).
-    if let Some(line) = data.strip_prefix(b"#!") {
-        let end = line
-            .iter()
-            .position(|&b| b == b'\n')
-            .unwrap_or(line.len())
-            .min(256);
-        let line = String::from_utf8_lossy(&line[..end]);
-        let mut parts: Vec<String> = line.split_whitespace().map(str::to_string).collect();
-        if !parts.is_empty() {
-            parts.push(path.to_string());
-            return Some(parts);
-        }
-    }
-    if let Some(cmd) = by_ext {
-        let mut v: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
-        v.push(path.to_string());
-        return Some(v);
-    }
-    if mode & 0o111 != 0 && !data.is_empty() {
-        return Some(vec![path.to_string()]);
-    }
-    None
-}
-
-/// One step per script under `scripts/` (and per executable elsewhere in the bundle), in path
-/// order, each with the workspace as working directory.
+/// One step per script and interpreter, in path order, each with the workspace as working
+/// directory. A script whose extension and shebang disagree runs under both, so a decoy shebang
+/// (`#!/bin/true` on a `.py`) does not hide it.
 pub fn plan_scripts(
-    files: &[SkillFile],
+    scripts: &[Script],
     skill_dir: &str,
     workspace: &str,
     step_timeout_ms: u64,
 ) -> Vec<StepSpec> {
-    let mut sorted: Vec<&SkillFile> = files.iter().collect();
+    let mut sorted: Vec<&Script> = scripts.iter().collect();
     sorted.sort_by(|a, b| a.path.cmp(&b.path));
     let mut steps = Vec::new();
-    for f in sorted {
-        let rel = f.path.trim_start_matches('/');
-        let in_scripts = rel.starts_with("scripts/");
-        let executable = f.mode & 0o111 != 0;
-        if !in_scripts && !executable {
-            continue;
-        }
+    for s in sorted {
+        let rel = s.path.trim_start_matches('/');
         let abs = format!("{skill_dir}/{rel}");
-        if let Some(argv) = interpreter_argv(&abs, &f.data, f.mode) {
+        let candidates = s.candidates();
+        if candidates.is_empty() && s.executable {
             steps.push(StepSpec {
                 label: format!("script {rel}"),
+                argv: vec![abs.clone()],
+                cwd: workspace.to_string(),
+                timeout_ms: step_timeout_ms,
+            });
+        }
+        for i in candidates {
+            let mut argv = vec![i.program.clone()];
+            argv.extend(i.args.iter().cloned());
+            argv.push(abs.clone());
+            steps.push(StepSpec {
+                label: format!("script {rel} ({})", i.program),
                 argv,
                 cwd: workspace.to_string(),
                 timeout_ms: step_timeout_ms,
@@ -78,55 +47,57 @@ pub fn plan_scripts(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bundle::{find_scripts, BundleFile};
+    use std::collections::BTreeMap;
 
-    fn f(path: &str, data: &str, mode: u32) -> SkillFile {
-        SkillFile {
-            path: path.into(),
-            data: data.as_bytes().to_vec(),
-            mode,
-        }
+    fn files(list: &[(&str, &str, u32)]) -> BTreeMap<String, BundleFile> {
+        list.iter()
+            .map(|(p, d, m)| {
+                (
+                    p.to_string(),
+                    BundleFile {
+                        bytes: d.as_bytes().to_vec(),
+                        mode: *m,
+                    },
+                )
+            })
+            .collect()
     }
 
     #[test]
-    fn interpreters() {
-        assert_eq!(
-            interpreter_argv("/s/a.py", b"print(1)", 0o644).unwrap(),
-            vec!["python3", "/s/a.py"]
+    fn plans_every_script_with_every_candidate_interpreter() {
+        let f = files(&[
+            ("SKILL.md", "---\nname: x\n---", 0o644),
+            ("scripts/b.py", "#!/bin/true\nprint(1)", 0o644),
+            ("scripts/a.sh", "echo hi", 0o644),
+            ("tools/helper", "#!/bin/sh\necho", 0o755),
+            ("references/doc.md", "# doc", 0o644),
+        ]);
+        let scripts = find_scripts(&f);
+        let steps = plan_scripts(&scripts, "/h/.claude/skills/x", "/h/ws", 1000);
+        let argvs: Vec<Vec<String>> = steps.iter().map(|s| s.argv.clone()).collect();
+        assert!(
+            argvs.contains(&vec![
+                "bash".to_string(),
+                "/h/.claude/skills/x/scripts/a.sh".to_string()
+            ]),
+            "{argvs:?}"
         );
-        assert_eq!(
-            interpreter_argv("/s/a.sh", b"#!/usr/bin/env bash\necho", 0o644).unwrap(),
-            vec!["/usr/bin/env", "bash", "/s/a.sh"]
+        // The decoy shebang does not replace python.
+        assert!(
+            argvs
+                .iter()
+                .any(|a| a[0] == "python3" && a.last().unwrap().ends_with("b.py")),
+            "{argvs:?}"
         );
-        assert_eq!(
-            interpreter_argv("/s/run", b"#!/bin/sh -e\n", 0o755).unwrap(),
-            vec!["/bin/sh", "-e", "/s/run"]
+        assert!(argvs.iter().any(|a| a[0] == "/bin/true"), "{argvs:?}");
+        assert!(
+            argvs
+                .iter()
+                .any(|a| a.last().unwrap().ends_with("tools/helper")),
+            "{argvs:?}"
         );
-        assert_eq!(
-            interpreter_argv("/s/bin", b"\x7fELF", 0o755).unwrap(),
-            vec!["/s/bin"]
-        );
-        assert!(interpreter_argv("/s/notes.txt", b"hello", 0o644).is_none());
-    }
-
-    #[test]
-    fn plans_scripts_and_executables_only() {
-        let files = vec![
-            f("SKILL.md", "---\nname: x\n---", 0o644),
-            f("scripts/b.py", "print(1)", 0o644),
-            f("scripts/a.sh", "echo hi", 0o644),
-            f("tools/helper", "#!/bin/sh\necho", 0o755),
-            f("references/doc.md", "# doc", 0o644),
-        ];
-        let steps = plan_scripts(&files, "/h/.claude/skills/x", "/h/ws", 1000);
-        let labels: Vec<_> = steps.iter().map(|s| s.label.as_str()).collect();
-        assert_eq!(
-            labels,
-            vec![
-                "script scripts/a.sh",
-                "script scripts/b.py",
-                "script tools/helper"
-            ]
-        );
+        assert!(!argvs.iter().any(|a| a.last().unwrap().ends_with(".md")));
         assert!(steps.iter().all(|s| s.cwd == "/h/ws"));
     }
 }

@@ -4,11 +4,13 @@
 //! egress → analyse → report.
 
 pub mod agent;
+pub mod bundle;
 pub mod doctor;
 pub mod image;
 pub mod jail;
 pub mod model;
 pub mod run;
+pub mod statics;
 pub mod trace;
 pub mod tracer;
 pub mod util;

@@ -1,9 +1,6 @@
 //! The `observe` command.
 
-use anyhow::Context;
 use clap::{Parser, Subcommand};
-use observer::image::SkillFile;
-use observer::model::Fidelity;
 use observer::run::{RunOptions, SkillInput};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -80,39 +77,6 @@ fn not_yet(flag: &str) -> ExitCode {
     ExitCode::from(EXIT_BAD_INPUT)
 }
 
-/// Interim folder reader; replaced by the bundle module.
-fn load_folder(p: &std::path::Path) -> anyhow::Result<SkillInput> {
-    use std::os::unix::fs::PermissionsExt;
-    let mut files = Vec::new();
-    let mut stack = vec![p.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))? {
-            let e = e?;
-            let m = std::fs::symlink_metadata(e.path())?;
-            if m.is_dir() {
-                stack.push(e.path());
-            } else if m.is_file() {
-                let rel = e.path().strip_prefix(p)?.to_string_lossy().into_owned();
-                files.push(SkillFile {
-                    path: rel,
-                    data: std::fs::read(e.path())?,
-                    mode: m.permissions().mode(),
-                });
-            }
-        }
-    }
-    let name = p
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "skill".into());
-    Ok(SkillInput {
-        name,
-        digest: String::new(),
-        fidelity: Fidelity::Bundle,
-        files,
-    })
-}
-
 fn main() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some(observer::jail::stage1::STAGE1_ARG) {
         observer::jail::stage1::main();
@@ -144,12 +108,7 @@ fn main() -> ExitCode {
             quiet,
             argv,
         }) => {
-            let input = SkillInput {
-                name: "shell".into(),
-                digest: String::new(),
-                fidelity: Fidelity::Bundle,
-                files: Vec::new(),
-            };
+            let input = SkillInput::empty("shell");
             let opts = RunOptions {
                 timeout: std::time::Duration::from_secs(timeout),
                 grace: std::time::Duration::ZERO,
@@ -183,7 +142,7 @@ fn main() -> ExitCode {
         }
         None => {}
     }
-    let Some(skill) = cli.skill else {
+    let Some(skill) = cli.skill.clone() else {
         eprintln!("observe: a SKILL path is required (see --help)");
         return ExitCode::from(EXIT_BAD_INPUT);
     };
@@ -199,19 +158,37 @@ fn main() -> ExitCode {
     if cli.agent != "builtin" {
         return not_yet("--agent CMD");
     }
-    let input = match load_folder(&skill) {
-        Ok(i) => i,
+    let units = match observer::bundle::load(&skill, &observer::bundle::Limits::default()) {
+        Ok(u) => u,
         Err(e) => {
-            eprintln!("observe: {e:#}");
+            eprintln!("observe: {e}");
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     };
+    if units.len() != 1 {
+        eprintln!(
+            "observe: {} holds {} skills; observing each in turn",
+            skill.display(),
+            units.len()
+        );
+    }
+    let mut worst = ExitCode::SUCCESS;
+    for unit in &units {
+        let code = observe_one(&SkillInput::from(unit), &cli);
+        if code != ExitCode::SUCCESS {
+            worst = code;
+        }
+    }
+    worst
+}
+
+fn observe_one(input: &SkillInput, cli: &Cli) -> ExitCode {
     let opts = RunOptions {
         timeout: std::time::Duration::from_secs(cli.timeout),
         record: cli.record.clone(),
         ..RunOptions::default()
     };
-    let res = match observer::run::observe(&input, &opts) {
+    let res = match observer::run::observe(input, &opts) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("observe: {e}");
@@ -233,7 +210,7 @@ fn main() -> ExitCode {
     for (s, o) in &res.step_output {
         println!("--- step {s} output ---\n{o}");
     }
-    let _ = cli.report;
+    let _ = &cli.report;
     if res.complete {
         ExitCode::SUCCESS
     } else {

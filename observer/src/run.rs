@@ -25,9 +25,47 @@ pub enum RunError {
 #[derive(Debug, Clone)]
 pub struct SkillInput {
     pub name: String,
+    /// Safe folder name to install under (`~/.claude/skills/<install_name>/`).
+    pub install_name: String,
     pub digest: String,
     pub fidelity: Fidelity,
     pub files: Vec<SkillFile>,
+    pub scripts: Vec<crate::bundle::Script>,
+}
+
+impl From<&crate::bundle::SkillUnit> for SkillInput {
+    fn from(u: &crate::bundle::SkillUnit) -> Self {
+        SkillInput {
+            name: u.name.clone(),
+            install_name: u.install_name.clone(),
+            digest: u.digest.clone(),
+            fidelity: u.fidelity,
+            files: u
+                .files
+                .iter()
+                .map(|(p, f)| SkillFile {
+                    path: p.clone(),
+                    data: f.bytes.clone(),
+                    mode: f.mode,
+                })
+                .collect(),
+            scripts: u.scripts.clone(),
+        }
+    }
+}
+
+impl SkillInput {
+    /// A skill with nothing in it (for `observe jail-exec`).
+    pub fn empty(name: &str) -> Self {
+        SkillInput {
+            name: name.into(),
+            install_name: name.into(),
+            digest: String::new(),
+            fidelity: Fidelity::Bundle,
+            files: Vec::new(),
+            scripts: Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -146,7 +184,7 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
     std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o755))
         .map_err(RunError::RunDir)?;
 
-    let image = image::linux(&skill.name, &skill.files);
+    let image = image::linux(&skill.install_name, &skill.files);
     let step_timeout = opts
         .timeout
         .saturating_sub(opts.grace)
@@ -159,7 +197,7 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
             cwd: image.workspace.clone(),
             timeout_ms: step_ms,
         }],
-        None => agent::plan_scripts(&skill.files, &image.skill_dir, &image.workspace, step_ms),
+        None => agent::plan_scripts(&skill.scripts, &image.skill_dir, &image.workspace, step_ms),
     };
     let mut spec = image.jail_spec(
         staging.to_string_lossy().into_owned(),
