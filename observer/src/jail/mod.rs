@@ -3,7 +3,7 @@
 //! itself is `stage1` (namespaces, then tracer) and `init` (the jail's pid 1).
 
 pub mod filter;
-mod init;
+pub mod init;
 mod rootfs;
 pub mod spec;
 pub mod stage1;

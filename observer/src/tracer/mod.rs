@@ -385,6 +385,17 @@ impl Tracer {
     fn run_inner(&mut self) -> i32 {
         // Setup: wait for init to hand over the seccomp listener (or report a failure).
         while self.listener.is_none() && !self.untraced {
+            // init stops for ptrace while it sets up (its re-exec): keep those stops moving.
+            self.ptrace_drain();
+            let mut p = libc::pollfd {
+                fd: self.ctl.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            if unsafe { libc::poll(&mut p, 1, 5) } == 0 {
+                continue;
+            }
             let lines = self.read_ctl();
             if self.ctl_eof && lines.is_empty() {
                 self.send(&Msg::Fatal {
