@@ -135,6 +135,7 @@ fn azure(c: &mut Ctx) -> Result<(), PlantError> {
             "scp": "user_impersonation", "sub": sub1, "tid": tenant,
             "unique_name": c.p.email, "upn": c.p.email, "ver": "1.0",
         }),
+        "uti",
     );
     let idt = gen::jwt(
         &mut g,
@@ -146,6 +147,7 @@ fn azure(c: &mut Ctx) -> Result<(), PlantError> {
             "name": c.p.full_name, "oid": oid, "preferred_username": c.p.email,
             "sub": sub2, "tid": tenant, "ver": "2.0",
         }),
+        "uti",
     );
     let rt = format!("1.AS{}.{}", g.b64url(30), g.b64url(560));
     let env = "login.microsoftonline.com";
@@ -248,6 +250,7 @@ fn kube(c: &mut Ctx) -> Result<(), PlantError> {
             "kubernetes.io": {"namespace": ns, "serviceaccount": {"name": sa, "uid": sa_uid}},
             "sub": format!("system:serviceaccount:{ns}:{sa}")
         }),
+        "jti",
     );
     let cluster = "prod-eu";
     let config = format!(

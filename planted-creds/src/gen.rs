@@ -316,10 +316,30 @@ fn field(out: &mut Vec<u8>, kind: u8, data: &[u8]) {
 }
 
 /// A compact JWS with the given header and claims and a random 256-byte (RS256-sized) signature.
-pub fn jwt(g: &mut Gen, header: &serde_json::Value, claims: &serde_json::Value) -> String {
+/// `nonce` names the claim that carries a random id (`uti`, `jti`); it is re-drawn, with a varying
+/// length, until no encoded segment happens to spell a tell word.
+pub fn jwt(
+    g: &mut Gen,
+    header: &serde_json::Value,
+    claims: &serde_json::Value,
+    nonce: &str,
+) -> String {
     let h = URL_SAFE_NO_PAD.encode(header.to_string());
-    let c = URL_SAFE_NO_PAD.encode(claims.to_string());
-    format!("{h}.{c}.{}", g.b64url(256))
+    let mut claims = claims.clone();
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let n = 16 + g.below(3) as usize;
+        if let Some(obj) = claims.as_object_mut() {
+            obj.insert(nonce.to_string(), serde_json::Value::String(g.b64url(n)));
+        }
+        let c = URL_SAFE_NO_PAD.encode(claims.to_string());
+        let t = format!("{h}.{c}.{}", g.b64url(256));
+        // A tell in the fixed header cannot be fixed here; the caller's final check reports it.
+        if find_tell(t.as_bytes()).is_none() || attempts >= 64 {
+            return t;
+        }
+    }
 }
 
 #[cfg(test)]

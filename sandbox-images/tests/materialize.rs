@@ -557,4 +557,21 @@ fn image_files_are_validated() {
         Err(ImageError::UnknownEnv(_))
     ));
     assert_eq!(ImageSpec::builtin("darwin-sim").unwrap().os, Os::Darwin);
+    // An image that itself carries a tell word is refused (after redraws), never shipped.
+    let mut spec = ImageSpec::builtin("linux").unwrap();
+    spec.env.insert("NOTE".into(), "runs in a sandbox".into());
+    assert!(matches!(
+        materialize_at(&spec, "s", &skill(), &Seed::random().unwrap(), NOW),
+        Err(ImageError::Tell { .. })
+    ));
+}
+
+#[test]
+fn the_recorded_seed_reproduces_the_run() {
+    let spec = ImageSpec::builtin("darwin-sim").unwrap();
+    let m = materialize_at(&spec, "csv-report", &skill(), &Seed::random().unwrap(), NOW).unwrap();
+    let seed: Seed = m.seed.parse().unwrap();
+    assert_eq!(m.registry.seed, m.seed);
+    let again = materialize_at(&spec, "csv-report", &skill(), &seed, NOW).unwrap();
+    assert!(again == m);
 }
