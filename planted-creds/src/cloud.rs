@@ -135,7 +135,7 @@ fn azure(c: &mut Ctx) -> Result<(), PlantError> {
             "scp": "user_impersonation", "sub": sub1, "tid": tenant,
             "unique_name": c.p.email, "upn": c.p.email, "ver": "1.0",
         }),
-        "uti",
+        "aio",
     );
     let idt = gen::jwt(
         &mut g,
@@ -147,7 +147,7 @@ fn azure(c: &mut Ctx) -> Result<(), PlantError> {
             "name": c.p.full_name, "oid": oid, "preferred_username": c.p.email,
             "sub": sub2, "tid": tenant, "ver": "2.0",
         }),
-        "uti",
+        "aio",
     );
     let rt = format!("1.AS{}.{}", g.b64url(30), g.b64url(560));
     let env = "login.microsoftonline.com";

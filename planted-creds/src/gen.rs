@@ -316,7 +316,7 @@ fn field(out: &mut Vec<u8>, kind: u8, data: &[u8]) {
 }
 
 /// A compact JWS with the given header and claims and a random 256-byte (RS256-sized) signature.
-/// `nonce` names the claim that carries a random id (`uti`, `jti`); it is re-drawn, with a varying
+/// `nonce` names the claim that carries a random id (`aio`, `jti`); it is re-drawn, with a varying
 /// length, until no encoded segment happens to spell a tell word.
 pub fn jwt(
     g: &mut Gen,

@@ -282,6 +282,7 @@ pub fn materialize_at(
     for _ in 0..ATTEMPTS {
         match attempt(image, skill_name, skill_files, &seed, now) {
             Err(e @ (ImageError::Tell { .. } | ImageError::Plant(PlantError::Tell { .. }))) => {
+                tracing::debug!(error = %e, "redrawing the image from a derived seed");
                 last = Some(e);
                 seed = seed.derive("again");
             }
