@@ -27,6 +27,7 @@ pub struct RepoOut {
     pub dirs: Vec<String>,
 }
 
+#[derive(Clone, Copy)]
 pub struct RepoOpts<'a> {
     pub branch: &'a str,
     pub remote: &'a str,

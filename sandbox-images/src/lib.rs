@@ -17,9 +17,12 @@
 mod documents;
 mod git;
 mod materialize;
+mod project;
+mod render;
 pub mod spec;
 mod system;
 pub mod template;
+mod tree;
 
 pub use materialize::{materialize, materialize_at, ImageError};
 pub use spec::{ImageSpec, Os, Source, SpecError};

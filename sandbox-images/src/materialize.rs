@@ -1,14 +1,17 @@
 //! Turning an image description, a skill and a seed into the entries the jail writes.
 
-use crate::documents::{self, DocError};
-use crate::git::{self, CommitIn, RepoOpts};
-use crate::spec::{FileKind, FileSpec, ImageSpec, Os, PersonSpec, Source, SpecError};
+use crate::documents::DocError;
+use crate::git::RepoOpts;
+use crate::project::{self, Authors};
+use crate::render::{render, tpl};
+use crate::spec::{ImageSpec, Os, PersonSpec, Source, SpecError};
 use crate::system::{self, Account};
-use crate::template::{expand, TemplateError, Vars};
+use crate::template::{TemplateError, Vars};
+use crate::tree::{check_rel, scan_for_tells, under, Tree};
 use crate::{CredentialEnv, CredentialFile, Entry, ImageContext, Materialized, Uname};
 use planted_creds::gen::{Gen, LOWER_ALNUM};
 use planted_creds::{
-    find_tell, generate, Flavor, Location, Persona, PlantError, Registry, RegistryError, Seed,
+    generate, Flavor, Location, Persona, PlantError, Registry, RegistryError, Seed,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -44,13 +47,6 @@ pub enum ImageError {
     Clock,
 }
 
-fn tpl(what: &str, text: &str, vars: &Vars) -> Result<String, ImageError> {
-    expand(text, vars).map_err(|err| ImageError::Template {
-        what: what.to_string(),
-        err,
-    })
-}
-
 /// Materialise for the current day: every date is derived from the start of today (UTC), so the same
 /// seed gives the same result all day.
 pub fn materialize(
@@ -70,124 +66,6 @@ pub fn materialize(
         seed,
         now - now.rem_euclid(86400),
     )
-}
-
-fn check_path(p: &str) -> Result<(), ImageError> {
-    let ok = p.starts_with('/')
-        && p.len() > 1
-        && !p.ends_with('/')
-        && !p.contains('\0')
-        && p[1..]
-            .split('/')
-            .all(|c| !c.is_empty() && c != "." && c != "..");
-    if ok {
-        Ok(())
-    } else {
-        Err(ImageError::BadPath(p.to_string()))
-    }
-}
-
-fn check_rel(p: &str) -> bool {
-    !p.is_empty()
-        && !p.starts_with('/')
-        && !p.contains('\0')
-        && p.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
-}
-
-struct Tree {
-    entries: BTreeMap<String, Entry>,
-    g: Gen,
-    now: i64,
-}
-
-impl Tree {
-    fn parent_dirs(&mut self, path: &str) {
-        let mut cur = String::new();
-        let parts: Vec<&str> = path[1..].split('/').collect();
-        for c in &parts[..parts.len() - 1] {
-            cur.push('/');
-            cur.push_str(c);
-            if !self.entries.contains_key(&cur) {
-                let mtime = self.now - self.g.range(0, 60 * 86400);
-                self.entries.insert(
-                    cur.clone(),
-                    Entry::Dir {
-                        path: cur.clone(),
-                        mode: 0o755,
-                        mtime,
-                    },
-                );
-            }
-        }
-    }
-
-    fn dir(&mut self, path: &str, mode: u32) -> Result<(), ImageError> {
-        check_path(path)?;
-        self.parent_dirs(path);
-        let mtime = self.now - self.g.range(0, 60 * 86400);
-        match self.entries.get_mut(path) {
-            Some(Entry::Dir { mode: m, .. }) => *m = mode,
-            Some(_) => return Err(ImageError::Conflict(path.into())),
-            None => {
-                self.entries.insert(
-                    path.into(),
-                    Entry::Dir {
-                        path: path.into(),
-                        mode,
-                        mtime,
-                    },
-                );
-            }
-        }
-        Ok(())
-    }
-
-    fn file(
-        &mut self,
-        path: &str,
-        bytes: Vec<u8>,
-        mode: u32,
-        mtime: i64,
-    ) -> Result<(), ImageError> {
-        check_path(path)?;
-        if self.entries.contains_key(path) {
-            return Err(ImageError::Conflict(path.into()));
-        }
-        self.parent_dirs(path);
-        self.entries.insert(
-            path.into(),
-            Entry::File {
-                path: path.into(),
-                bytes,
-                mode,
-                mtime,
-            },
-        );
-        Ok(())
-    }
-
-    fn symlink(&mut self, path: &str, target: &str) -> Result<(), ImageError> {
-        check_path(path)?;
-        if self.entries.contains_key(path) {
-            return Err(ImageError::Conflict(path.into()));
-        }
-        self.parent_dirs(path);
-        self.entries.insert(
-            path.into(),
-            Entry::Symlink {
-                path: path.into(),
-                target: target.into(),
-            },
-        );
-        Ok(())
-    }
-
-    fn age(&mut self, days: Option<u32>) -> i64 {
-        match days {
-            Some(d) => self.now - i64::from(d) * 86400 - self.g.range(0, 20_000),
-            None => self.now - self.g.range(86400, 365 * 86400),
-        }
-    }
 }
 
 fn capitalise(s: &str) -> String {
@@ -211,54 +89,6 @@ fn email_of(p: &PersonSpec, domain: &str) -> String {
         .filter(|w| !w.is_empty())
         .collect();
     format!("{}@{domain}", parts.join("."))
-}
-
-/// Render one file description (text or generated document) with the run's variables.
-fn render(
-    f: &FileSpec,
-    vars: &Vars,
-    g: &mut Gen,
-    now: i64,
-    mtime: i64,
-    path: &str,
-) -> Result<Vec<u8>, ImageError> {
-    let doc = |err| ImageError::Document {
-        path: path.to_string(),
-        err,
-    };
-    let lines = f
-        .lines
-        .iter()
-        .map(|l| tpl(path, l, vars))
-        .collect::<Result<Vec<_>, _>>()?;
-    let author = vars.get("full_name").cloned().unwrap_or_default();
-    Ok(match f.kind {
-        FileKind::Text => tpl(path, f.text.as_deref().unwrap_or(""), vars)?.into_bytes(),
-        FileKind::Docx => documents::docx(&lines, &author, mtime).map_err(doc)?,
-        FileKind::Xlsx => {
-            let rows = f
-                .rows
-                .iter()
-                .map(|r| {
-                    r.iter()
-                        .map(|c| tpl(path, c, vars))
-                        .collect::<Result<Vec<_>, _>>()
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            documents::xlsx(&rows, &author, mtime).map_err(doc)?
-        }
-        FileKind::Pdf => documents::pdf(&lines, &author, mtime),
-        FileKind::Ics => {
-            let uids: Vec<String> = f
-                .events
-                .iter()
-                .map(|_| g.uuid().to_ascii_uppercase())
-                .collect();
-            let prodid = vars.get("ics_prodid").cloned().unwrap_or_default();
-            documents::ics(&f.events, &uids, now, &prodid).into_bytes()
-        }
-        FileKind::Jpeg => documents::jpeg(f.width.unwrap_or(640), f.height.unwrap_or(480)),
-    })
 }
 
 /// How many derived seeds to try when generated bytes happen to spell a tell word.
@@ -513,80 +343,34 @@ fn attempt(
 
     // Workspace project with history.
     if let Some(proj) = &parts.project {
-        let mut tree: BTreeMap<String, (Vec<u8>, bool)> = BTreeMap::new();
-        let mut mtimes: BTreeMap<String, i64> = BTreeMap::new();
-        let mut commits = Vec::new();
-        let day0 = now - now.rem_euclid(86400);
-        let mut last_time = i64::MIN;
-        for c in &proj.commits {
-            let mut time = day0 - i64::from(c.days_ago) * 86400 + t.g.range(8 * 3600, 18 * 3600);
-            time = time.max(last_time + 60).min(now - 600);
-            last_time = time;
-            for f in &c.files {
-                if !check_rel(&f.path) {
-                    return Err(ImageError::BadSkillPath(f.path.clone()));
-                }
-                let bytes = render(f, &vars, &mut content, now, time, &f.path)?;
-                tree.insert(f.path.clone(), (bytes, f.mode & 0o111 != 0));
-                mtimes.insert(f.path.clone(), time);
-            }
-            for d in &c.delete {
-                tree.remove(d);
-                mtimes.remove(d);
-            }
-            let (author, mail) = if c.author == "colleague" {
-                (
-                    colleague.name.clone(),
-                    email_of(&colleague, &company.domain),
-                )
-            } else {
-                (person.name.clone(), email.clone())
-            };
-            commits.push(CommitIn {
-                message: tpl("commit message", &c.message, &vars)?,
-                author,
-                email: mail,
-                time,
-                tree: tree.clone(),
-                pulled: c.author == "colleague",
-            });
-        }
-        let remote = tpl("project.remote", &proj.remote, &vars)?;
-        let repo = git::build(
-            &commits,
-            &RepoOpts {
-                branch: &proj.branch,
-                remote: &remote,
-                tz: &spec_id.tz_offset,
-                user: &person.name,
-                email: &email,
-                uid: spec_id.uid,
-                gid: spec_id.gid,
-                darwin: image.os == Os::Darwin,
-                mtimes: &mtimes,
-            },
-        );
-        for (rel, (bytes, exec)) in &tree {
-            let m = mtimes.get(rel).copied().unwrap_or(now);
-            t.file(
-                &format!("{workspace}/{rel}"),
-                bytes.clone(),
-                if *exec { 0o755 } else { 0o644 },
-                m,
-            )?;
-        }
-        let gm = last_time.max(now - 86400);
-        for d in &repo.dirs {
-            t.dir(&format!("{workspace}/.git/{d}"), 0o755)?;
-        }
-        for (rel, bytes) in repo.files {
-            let mode = if rel.starts_with("objects/") {
-                0o444
-            } else {
-                0o644
-            };
-            t.file(&format!("{workspace}/.git/{rel}"), bytes, mode, gm)?;
-        }
+        let who = Authors {
+            me: (person.name.clone(), email.clone()),
+            colleague: (
+                colleague.name.clone(),
+                email_of(&colleague, &company.domain),
+            ),
+        };
+        let repo = RepoOpts {
+            branch: &proj.branch,
+            remote: "",
+            tz: &spec_id.tz_offset,
+            user: &person.name,
+            email: &email,
+            uid: spec_id.uid,
+            gid: spec_id.gid,
+            darwin: image.os == Os::Darwin,
+            mtimes: &BTreeMap::new(),
+        };
+        project::plant(
+            &mut t,
+            proj,
+            &workspace,
+            &who,
+            &repo,
+            &vars,
+            &mut content,
+            now,
+        )?;
     }
 
     // Skills: siblings, then the one under test.
@@ -776,44 +560,4 @@ fn attempt(
         seed: seed.to_string(),
         now,
     })
-}
-
-fn under(path: &str, dir: &str) -> bool {
-    path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/'))
-}
-
-/// Nothing we generate may carry a word that tells a skill it is watched. The skill's own files
-/// are its business and are not checked.
-fn scan_for_tells(
-    entries: &[Entry],
-    env: &[(String, String)],
-    skill_dir: &str,
-    names: &[&str],
-) -> Result<(), ImageError> {
-    let tell = |path: &str, bytes: &[u8]| match find_tell(bytes) {
-        Some(word) => Err(ImageError::Tell {
-            path: path.to_string(),
-            word,
-        }),
-        None => Ok(()),
-    };
-    for e in entries {
-        if under(e.path(), skill_dir) {
-            continue;
-        }
-        tell(e.path(), e.path().as_bytes())?;
-        match e {
-            Entry::File { path, bytes, .. } => tell(path, bytes)?,
-            Entry::Symlink { path, target } => tell(path, target.as_bytes())?,
-            Entry::Dir { .. } => {}
-        }
-    }
-    for (k, v) in env {
-        tell(&format!("${k}"), k.as_bytes())?;
-        tell(&format!("${k}"), v.as_bytes())?;
-    }
-    for n in names {
-        tell("identity", n.as_bytes())?;
-    }
-    Ok(())
 }
