@@ -403,7 +403,7 @@ fn attempt(
         t.file(
             &format!("{skill_dir}/{rel}"),
             bytes.clone(),
-            mode & 0o7777,
+            mode & 0o777,
             installed,
         )?;
     }

@@ -494,6 +494,20 @@ fn skill_is_installed_next_to_siblings_and_bad_input_is_refused() {
         .unwrap()
         .starts_with(b"---\nname: csv-report"));
 
+    // Set-id bits from a bundle are dropped; duplicate paths are refused.
+    let files = vec![
+        ("run".to_string(), b"x".to_vec(), 0o4755),
+        ("run".to_string(), b"y".to_vec(), 0o644),
+    ];
+    assert!(matches!(
+        materialize_at(&spec, "x", &files, &s, NOW),
+        Err(ImageError::Conflict(_))
+    ));
+    let m3 = materialize_at(&spec, "x", &files[..1], &s, NOW).unwrap();
+    assert!(matches!(
+        m3.entry(&format!("{}/run", m3.skill_dir)),
+        Some(Entry::File { mode: 0o755, .. })
+    ));
     for bad in ["../escape", "/etc/passwd", "a/../../b", "", "a//b", "./x"] {
         let files = vec![(bad.to_string(), b"x".to_vec(), 0o644)];
         assert!(
