@@ -14,3 +14,9 @@ pub mod statics;
 pub mod trace;
 pub mod tracer;
 pub mod util;
+pub mod analyse;
+pub mod baseline;
+pub mod report;
+
+#[cfg(test)]
+pub(crate) mod testutil;

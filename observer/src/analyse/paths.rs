@@ -1,0 +1,390 @@
+//! Path normalisation and classification against the jail layout (pure, no filesystem access).
+//!
+//! Paths in a trace may be spelled evasively (`a/../b`, `//`, `/proc/self/root/…`); everything is
+//! normalised lexically before it is classified. On macOS-like images comparisons ignore case,
+//! because the default macOS filesystem does.
+
+use crate::report::PathClass;
+use crate::trace::RunContext;
+
+/// Lexically normalise `path`: make it absolute against `cwd`, undo `/proc/<pid>/root` and
+/// `/proc/self/cwd` indirections, drop `.`, empty components and resolve `..`.
+pub fn normalize(path: &str, cwd: Option<&str>) -> String {
+    let joined = if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("{}/{}", cwd.unwrap_or(""), path)
+    };
+    let mut parts: Vec<String> = Vec::new();
+    for c in joined.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            _ => parts.push(c.to_string()),
+        }
+        // `/proc/<pid>/root` is that process's root and `/proc/<pid>/cwd` its working directory:
+        // inside one jail the same root, and (for the process itself) the cwd we know. Undo them
+        // before a later `..` can climb out of the indirection.
+        if parts.len() == 3 && parts[0] == "proc" && is_pid_ref(&parts[1]) {
+            if parts[2] == "root" {
+                parts.clear();
+            } else if let (true, Some(cwd)) = (parts[2] == "cwd", cwd.filter(|c| c.starts_with('/'))) {
+                parts = cwd.split('/').filter(|p| !p.is_empty() && *p != ".").map(String::from).collect();
+            }
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+fn is_pid_ref(s: &str) -> bool {
+    s == "self" || s == "thread-self" || (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The jail layout a trace's paths are classified against.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    ci: bool,
+    pub home: String,
+    pub workspace: String,
+    pub skill_dir: String,
+    skills_roots: Vec<String>,
+    other_skill_dirs: Vec<String>,
+    agent_paths: Vec<String>,
+    temp_dirs: Vec<String>,
+    path_dirs: Vec<String>,
+    /// (normalised path, credential id, service hosts)
+    pub cred_files: Vec<(String, String, Vec<String>)>,
+}
+
+const SHELL_STARTUP_HOME: &[&str] = &[
+    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".bash_aliases", ".profile",
+    ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout", ".kshrc", ".mkshrc", ".cshrc",
+    ".tcshrc", ".config/fish", ".config/nushell", ".xprofile", ".xsessionrc", ".xinitrc",
+    ".pam_environment", ".config/environment.d",
+];
+const SHELL_STARTUP_SYS: &[&str] = &[
+    "/etc/profile", "/etc/profile.d", "/etc/bash.bashrc", "/etc/bashrc", "/etc/zshrc", "/etc/zsh",
+    "/etc/zprofile", "/etc/zshenv", "/etc/environment", "/etc/fish", "/etc/ld.so.preload",
+];
+const SCHEDULER_HOME: &[&str] = &[
+    ".config/systemd/user", ".local/share/systemd/user", ".config/autostart", "Library/LaunchAgents",
+    ".config/upstart", ".kde/Autostart", ".config/plasma-workspace/env",
+];
+const SCHEDULER_SYS: &[&str] = &[
+    "/etc/crontab", "/etc/cron.d", "/etc/cron.hourly", "/etc/cron.daily", "/etc/cron.weekly",
+    "/etc/cron.monthly", "/etc/anacrontab", "/var/spool/cron", "/var/spool/at", "/etc/systemd",
+    "/lib/systemd/system", "/usr/lib/systemd", "/etc/init.d", "/etc/rc.local", "/etc/xdg/autostart",
+    "/Library/LaunchAgents", "/Library/LaunchDaemons", "/System/Library/LaunchDaemons",
+    "/System/Library/LaunchAgents", "/var/at/tabs", "/usr/lib/cron/tabs", "/private/var/at/tabs",
+    "/etc/periodic", "/etc/launchd.conf",
+];
+const PACKAGE_CONFIG_HOME: &[&str] = &[
+    ".npmrc", ".yarnrc", ".yarnrc.yml", ".bunfig.toml", ".pip/pip.conf", ".config/pip/pip.conf",
+    "Library/Application Support/pip/pip.conf", ".pydistutils.cfg", ".condarc",
+    ".config/uv/uv.toml", ".cargo/config", ".cargo/config.toml", ".gemrc", ".bundle/config",
+    ".m2/settings.xml", ".gradle/gradle.properties", ".gradle/init.d", ".gitconfig",
+    ".config/git/config", ".nuget/NuGet/NuGet.Config", ".config/NuGet/NuGet.Config",
+    ".composer/config.json", ".config/composer/config.json", ".docker/config.json",
+];
+const PACKAGE_CONFIG_SYS: &[&str] = &[
+    "/etc/pip.conf", "/etc/xdg/pip/pip.conf", "/etc/npmrc", "/usr/etc/npmrc", "/etc/gitconfig",
+    "/etc/gemrc", "/etc/conda/.condarc", "/etc/apt/sources.list", "/etc/apt/sources.list.d",
+    "/etc/yum.repos.d", "/etc/hosts", "/etc/resolv.conf",
+];
+/// Package configuration in a project root: points the project's installs at another index.
+const PACKAGE_CONFIG_WS: &[&str] = &[
+    ".npmrc", ".yarnrc", ".yarnrc.yml", "bunfig.toml", "pip.conf", ".pip/pip.conf", ".condarc",
+    ".cargo/config", ".cargo/config.toml",
+];
+const AGENT_HOME: &[&str] = &[
+    ".claude", ".claude.json", ".codex", ".cursor", ".gemini", ".continue", ".config/claude",
+    ".config/codex", ".aider.conf.yml", ".windsurf", ".codeium",
+];
+/// Agent settings, hooks and memory inside a project: read by the agent on its next session.
+const AGENT_WS: &[&str] = &[
+    ".claude", ".codex", ".cursor", ".gemini", ".mcp.json", "CLAUDE.md", "CLAUDE.local.md",
+    "AGENTS.md", "GEMINI.md", ".cursorrules", ".windsurfrules", ".github/copilot-instructions.md",
+];
+const SKILLS_ROOTS_HOME: &[&str] = &[
+    ".claude/skills", ".codex/skills", ".agents/skills", ".config/claude/skills", ".gemini/skills",
+];
+const DOCUMENTS_HOME: &[&str] = &[
+    "Documents", "Desktop", "Downloads", "Pictures", "Photos", "Music", "Movies", "Videos",
+    "Calendar", "Public", "Library/Mobile Documents",
+];
+const CACHE_HOME: &[&str] = &[".cache", "Library/Caches", ".npm/_cacache", ".npm/_logs"];
+
+impl Layout {
+    pub fn from_context(ctx: &RunContext, os: &str) -> Layout {
+        let ci = os.to_ascii_lowercase().contains("darwin") || os.to_ascii_lowercase().contains("mac");
+        let n = |p: &str| if p.is_empty() { String::new() } else { normalize(p, None) };
+        let home = n(&ctx.home);
+        let workspace = n(&ctx.workspace);
+        let skill_dir = n(&ctx.skill_dir);
+        let other_skill_dirs: Vec<String> = ctx.other_skill_dirs.iter().map(|p| n(p)).collect();
+        let mut skills_roots: Vec<String> = Vec::new();
+        for d in std::iter::once(&skill_dir).chain(other_skill_dirs.iter()) {
+            if let Some((parent, _)) = d.rsplit_once('/') {
+                if !parent.is_empty() && parent != home {
+                    skills_roots.push(parent.to_string());
+                }
+            }
+        }
+        let mut agent_paths: Vec<String> = ctx.agent_files.iter().map(|p| n(p)).collect();
+        if !home.is_empty() {
+            skills_roots.extend(SKILLS_ROOTS_HOME.iter().map(|r| format!("{home}/{r}")));
+            agent_paths.extend(AGENT_HOME.iter().map(|r| format!("{home}/{r}")));
+        }
+        if !workspace.is_empty() {
+            skills_roots.push(format!("{workspace}/.claude/skills"));
+            agent_paths.extend(AGENT_WS.iter().map(|r| format!("{workspace}/{r}")));
+        }
+        let mut temp_dirs: Vec<String> = ctx.temp_dirs.iter().map(|p| n(p)).collect();
+        temp_dirs.extend(["/tmp", "/var/tmp", "/dev/shm"].map(String::from));
+        let cred_files = ctx
+            .credential_files
+            .iter()
+            .map(|c| (n(&c.path), c.credential.clone(), c.service_hosts.clone()))
+            .collect();
+        Layout {
+            ci,
+            home,
+            workspace,
+            skill_dir,
+            skills_roots,
+            other_skill_dirs,
+            agent_paths,
+            temp_dirs,
+            path_dirs: ctx.path_dirs.iter().map(|p| n(p)).collect(),
+            cred_files,
+        }
+    }
+
+    /// `path` is `dir` or below it (empty `dir` never matches).
+    pub fn under(&self, path: &str, dir: &str) -> bool {
+        if dir.is_empty() {
+            return false;
+        }
+        let dir = dir.trim_end_matches('/');
+        let (p, d) = if self.ci {
+            (path.to_lowercase(), dir.to_lowercase())
+        } else {
+            (path.to_string(), dir.to_string())
+        };
+        if d.is_empty() {
+            return true;
+        }
+        p == d || (p.starts_with(&d) && p.as_bytes().get(d.len()) == Some(&b'/'))
+    }
+
+    fn under_any(&self, path: &str, dirs: &[String]) -> bool {
+        dirs.iter().any(|d| self.under(path, d))
+    }
+
+    fn under_home_list(&self, path: &str, rels: &[&str]) -> bool {
+        !self.home.is_empty() && rels.iter().any(|r| self.under(path, &format!("{}/{r}", self.home)))
+    }
+
+    fn under_list(&self, path: &str, abs: &[&str]) -> bool {
+        abs.iter().any(|d| self.under(path, d))
+    }
+
+    /// The planted credential a (normalised) path is, if any.
+    pub fn credential_for(&self, path: &str) -> Option<&(String, String, Vec<String>)> {
+        self.cred_files.iter().find(|(p, _, _)| self.under(path, p))
+    }
+
+    pub fn in_workspace(&self, path: &str) -> bool {
+        self.under(path, &self.workspace)
+    }
+    pub fn in_temp(&self, path: &str) -> bool {
+        self.under_any(path, &self.temp_dirs)
+    }
+    pub fn in_skill(&self, path: &str) -> bool {
+        self.under(path, &self.skill_dir)
+    }
+
+    /// The class of a normalised path; the first matching rule wins (most specific first).
+    pub fn classify(&self, path: &str) -> PathClass {
+        if self.credential_for(path).is_some() {
+            PathClass::Credential
+        } else if self.in_skill(path) {
+            PathClass::SkillOwn
+        } else if self.under_any(path, &self.other_skill_dirs) || self.under_any(path, &self.skills_roots)
+        {
+            PathClass::OtherSkill
+        } else if self.under_any(path, &self.agent_paths) {
+            PathClass::AgentSettings
+        } else if self.in_temp(path) {
+            PathClass::Temp
+        } else if self.in_workspace(path) {
+            PathClass::Workspace
+        } else if self.under_home_list(path, SHELL_STARTUP_HOME) || self.under_list(path, SHELL_STARTUP_SYS) {
+            PathClass::ShellStartup
+        } else if self.under_home_list(path, SCHEDULER_HOME) || self.under_list(path, SCHEDULER_SYS) {
+            PathClass::Scheduler
+        } else if self.is_package_config(path) {
+            PathClass::PackageConfig
+        } else if self.path_dirs.iter().any(|d| self.under(path, d) && path.len() > d.len()) {
+            PathClass::PathDir
+        } else if self.under_home_list(path, DOCUMENTS_HOME) {
+            PathClass::UserDocument
+        } else if self.under_home_list(path, CACHE_HOME) {
+            PathClass::Cache
+        } else if self.under(path, &self.home) {
+            PathClass::Home
+        } else if self.under_list(path, &["/proc", "/sys", "/dev"]) {
+            PathClass::Pseudo
+        } else {
+            PathClass::System
+        }
+    }
+
+    /// Package-manager / VCS configuration that decides where code is fetched from.
+    pub fn is_package_config(&self, path: &str) -> bool {
+        self.under_home_list(path, PACKAGE_CONFIG_HOME)
+            || self.under_list(path, PACKAGE_CONFIG_SYS)
+            || (!self.workspace.is_empty()
+                && PACKAGE_CONFIG_WS
+                    .iter()
+                    .any(|r| self.under(path, &format!("{}/{r}", self.workspace))))
+    }
+
+    /// Why writing `path` makes something run later without the user asking, if it does.
+    pub fn persistence_reason(&self, path: &str, class: PathClass) -> Option<&'static str> {
+        let lower = path.to_lowercase();
+        let file = lower.rsplit('/').next().unwrap_or("");
+        let outside = !self.in_workspace(path) && !self.in_temp(path);
+        match class {
+            PathClass::ShellStartup => return Some("shell startup file"),
+            PathClass::Scheduler => return Some("scheduler or service folder"),
+            _ => {}
+        }
+        if let Some(i) = lower.find("/.git/hooks/") {
+            let hook = &lower[i + "/.git/hooks/".len()..];
+            if !hook.is_empty() && !hook.ends_with(".sample") {
+                return Some("git hook");
+            }
+        }
+        if lower.contains("/.config/git/hooks/") || lower.contains("/.githooks/") {
+            return Some("git hook");
+        }
+        if outside && (file.ends_with(".pth") || file == "sitecustomize.py" || file == "usercustomize.py")
+        {
+            return Some("python startup hook (.pth / sitecustomize)");
+        }
+        if !self.home.is_empty() {
+            for (rel, why) in [
+                (".ssh/authorized_keys", "ssh authorized_keys"),
+                (".ssh/authorized_keys2", "ssh authorized_keys"),
+                (".ssh/rc", "ssh login script"),
+                (".ssh/config", "ssh client config (ProxyCommand)"),
+            ] {
+                if self.under(path, &format!("{}/{rel}", self.home)) {
+                    return Some(why);
+                }
+            }
+        }
+        if class == PathClass::AgentSettings && (lower.contains("/hooks/") || lower.contains("/hooks.json"))
+        {
+            return Some("agent hook");
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::CredentialFile;
+
+    fn layout(os: &str) -> Layout {
+        let home = if os == "darwin-sim" { "/Users/alice" } else { "/home/alice" };
+        let ctx = RunContext {
+            home: home.into(),
+            workspace: format!("{home}/project"),
+            skill_dir: format!("{home}/.claude/skills/demo"),
+            other_skill_dirs: vec![format!("{home}/.claude/skills/sibling")],
+            agent_files: vec![format!("{home}/.claude/settings.json")],
+            temp_dirs: vec!["/tmp".into()],
+            path_dirs: vec![format!("{home}/.local/bin"), "/usr/bin".into()],
+            credential_files: vec![CredentialFile {
+                path: format!("{home}/.ssh/id_ed25519"),
+                credential: "ssh-ed25519".into(),
+                service_hosts: vec![],
+            }],
+            ..Default::default()
+        };
+        Layout::from_context(&ctx, os)
+    }
+
+    #[test]
+    fn normalises_evasive_spellings() {
+        assert_eq!(normalize("/home/alice/project/../.bashrc", None), "/home/alice/.bashrc");
+        assert_eq!(normalize("/home//alice/./.bashrc", None), "/home/alice/.bashrc");
+        assert_eq!(normalize("/proc/self/root/home/alice/.bashrc", None), "/home/alice/.bashrc");
+        assert_eq!(normalize("/proc/1/root/proc/self/root/etc/cron.d/x", None), "/etc/cron.d/x");
+        assert_eq!(normalize("../.zshrc", Some("/home/alice/project")), "/home/alice/.zshrc");
+        assert_eq!(normalize("/proc/self/cwd/../.profile", Some("/home/alice/project")), "/home/alice/.profile");
+        assert_eq!(normalize("/../../etc/passwd", None), "/etc/passwd");
+        assert_eq!(normalize("/proc/12/environ", None), "/proc/12/environ");
+    }
+
+    #[test]
+    fn classifies_every_class() {
+        let l = layout("linux");
+        let c = |p: &str| l.classify(&normalize(p, None));
+        assert_eq!(c("/home/alice/project/src/main.rs"), PathClass::Workspace);
+        assert_eq!(c("/tmp/x"), PathClass::Temp);
+        assert_eq!(c("/home/alice/.claude/skills/demo/scripts/run.py"), PathClass::SkillOwn);
+        assert_eq!(c("/home/alice/.claude/skills/sibling/SKILL.md"), PathClass::OtherSkill);
+        assert_eq!(c("/home/alice/.claude/skills/newly-dropped/SKILL.md"), PathClass::OtherSkill);
+        assert_eq!(c("/home/alice/.claude/settings.json"), PathClass::AgentSettings);
+        assert_eq!(c("/home/alice/project/.claude/settings.local.json"), PathClass::AgentSettings);
+        assert_eq!(c("/home/alice/project/CLAUDE.md"), PathClass::AgentSettings);
+        assert_eq!(c("/home/alice/.bashrc"), PathClass::ShellStartup);
+        assert_eq!(c("/home/alice/project/../.bashrc"), PathClass::ShellStartup);
+        assert_eq!(c("/home/alice/.config/systemd/user/x.service"), PathClass::Scheduler);
+        assert_eq!(c("/var/spool/cron/crontabs/alice"), PathClass::Scheduler);
+        assert_eq!(c("/home/alice/.local/bin/git"), PathClass::PathDir);
+        assert_eq!(c("/usr/bin/git"), PathClass::PathDir);
+        assert_eq!(c("/home/alice/.ssh/id_ed25519"), PathClass::Credential);
+        assert_eq!(c("/home/alice/Documents/taxes.xlsx"), PathClass::UserDocument);
+        assert_eq!(c("/home/alice/.pip/pip.conf"), PathClass::PackageConfig);
+        assert_eq!(c("/home/alice/.cache/pip/x"), PathClass::Cache);
+        assert_eq!(c("/home/alice/.lesshst"), PathClass::Home);
+        assert_eq!(c("/proc/self/status"), PathClass::Pseudo);
+        assert_eq!(c("/etc/passwd"), PathClass::System);
+        // a prefix that is not a path boundary is not "under"
+        assert_eq!(c("/home/alice/projectile/x"), PathClass::Home);
+        assert_eq!(c("/home/alice/.bashrc.d/evil"), PathClass::Home);
+    }
+
+    #[test]
+    fn darwin_compares_case_insensitively() {
+        let l = layout("darwin-sim");
+        assert_eq!(l.classify("/Users/alice/library/launchagents/com.x.plist"), PathClass::Scheduler);
+        assert_eq!(l.classify("/Users/alice/.SSH/ID_ED25519"), PathClass::Credential);
+        let linux = layout("linux");
+        assert_eq!(linux.classify("/home/alice/.SSH/ID_ED25519"), PathClass::Home);
+    }
+
+    #[test]
+    fn persistence_paths() {
+        let l = layout("linux");
+        let p = |s: &str| {
+            let n = normalize(s, None);
+            l.persistence_reason(&n, l.classify(&n))
+        };
+        assert!(p("/home/alice/.zshrc").is_some());
+        assert!(p("/home/alice/project/.git/hooks/pre-commit").is_some());
+        assert!(p("/home/alice/project/.git/hooks/pre-commit.sample").is_none());
+        assert!(p("/home/alice/.local/lib/python3.11/site-packages/zz.pth").is_some());
+        assert!(p("/home/alice/project/.venv/lib/python3.11/site-packages/_virtualenv.pth").is_none());
+        assert!(p("/home/alice/.ssh/authorized_keys").is_some());
+        assert!(p("/home/alice/.claude/hooks/x.sh").is_some());
+        assert!(p("/home/alice/project/src/lib.rs").is_none());
+    }
+}
