@@ -195,7 +195,9 @@ fn pct(v: i64, what: &str) -> Result<u32, ConfigError> {
     if (0..=100).contains(&v) {
         Ok(v as u32)
     } else {
-        Err(ConfigError::Invalid(format!("{what} = {v} is outside 0..=100")))
+        Err(ConfigError::Invalid(format!(
+            "{what} = {v} is outside 0..=100"
+        )))
     }
 }
 
@@ -234,7 +236,10 @@ mod tests {
         ];
         for k in soft {
             let w = c.weight(k);
-            assert!(w >= c.bands.review && w < c.bands.blocked, "{k}={w} must be review");
+            assert!(
+                w >= c.bands.review && w < c.bands.blocked,
+                "{k}={w} must be review"
+            );
         }
         assert_eq!(c.weight("INFO_DECLARED_BEHAVIOUR"), 0);
     }

@@ -6,14 +6,54 @@ use super::paths::{normalize, Layout};
 use std::collections::{HashMap, HashSet};
 
 const INTERPRETERS: &[&str] = &[
-    "sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "ash", "busybox", "python", "python2",
-    "python3", "pypy", "pypy3", "node", "nodejs", "deno", "bun", "perl", "ruby", "php", "lua",
-    "rscript", "pwsh", "osascript", "env", "tsx", "ts-node", "uv",
+    "sh",
+    "bash",
+    "dash",
+    "zsh",
+    "ksh",
+    "mksh",
+    "fish",
+    "ash",
+    "busybox",
+    "python",
+    "python2",
+    "python3",
+    "pypy",
+    "pypy3",
+    "node",
+    "nodejs",
+    "deno",
+    "bun",
+    "perl",
+    "ruby",
+    "php",
+    "lua",
+    "rscript",
+    "pwsh",
+    "osascript",
+    "env",
+    "tsx",
+    "ts-node",
+    "uv",
 ];
 const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "ash"];
 const DOWNLOADERS: &[&str] = &[
-    "curl ", "wget ", "fetch ", "aria2c ", "invoke-webrequest", "iwr ", "irm ", "urlopen",
-    "urllib", "requests.get", "http.get", "https.get", "fetch(", "nc ", "ncat ", "/dev/tcp/",
+    "curl ",
+    "wget ",
+    "fetch ",
+    "aria2c ",
+    "invoke-webrequest",
+    "iwr ",
+    "irm ",
+    "urlopen",
+    "urllib",
+    "requests.get",
+    "http.get",
+    "https.get",
+    "fetch(",
+    "nc ",
+    "ncat ",
+    "/dev/tcp/",
 ];
 
 pub fn basename(p: &str) -> String {
@@ -52,7 +92,11 @@ fn bundled_script(e: &ExecObs, layout: &Layout) -> Option<String> {
     if !is_interpreter(&e.program) {
         return None;
     }
-    let cwd = if e.cwd.is_empty() { None } else { Some(e.cwd.as_str()) };
+    let cwd = if e.cwd.is_empty() {
+        None
+    } else {
+        Some(e.cwd.as_str())
+    };
     let in_skill = |a: &str| {
         let n = normalize(a, cwd);
         (layout.in_skill(&n) && n != layout.skill_dir).then_some(n)
@@ -97,7 +141,8 @@ pub fn classify_execution(o: &mut Observations, layout: &Layout) {
             continue;
         }
         if let Some((pids, script)) = launch.get_mut(&step) {
-            let related = pids.contains(&e.pid) || parent.get(&e.pid).is_some_and(|p| pids.contains(p));
+            let related =
+                pids.contains(&e.pid) || parent.get(&e.pid).is_some_and(|p| pids.contains(p));
             if related && bundled_script(e, layout).as_deref() == Some(script.as_str()) {
                 e.execution = false;
                 pids.insert(e.pid);
@@ -119,7 +164,12 @@ fn reads_code_from_stdin(e: &ExecObs) -> bool {
         return false;
     }
     let args: Vec<&str> = e.argv.iter().skip(1).map(|s| s.as_str()).collect();
-    if args.iter().any(|a| matches!(*a, "-c" | "-e" | "-m" | "--eval" | "-r" | "--version" | "-V")) {
+    if args.iter().any(|a| {
+        matches!(
+            *a,
+            "-c" | "-e" | "-m" | "--eval" | "-r" | "--version" | "-V"
+        )
+    }) {
         return false;
     }
     args.iter().all(|a| a.starts_with('-')) || args.contains(&"-") || args.contains(&"-s")
@@ -129,16 +179,22 @@ fn reads_code_from_stdin(e: &ExecObs) -> bool {
 /// `bash <(wget …)`, `python -c "exec(urlopen(…).read())"`).
 fn fetch_and_run_cmd(e: &ExecObs) -> Option<&'static str> {
     let c = cmdline(e);
-    let has_dl = DOWNLOADERS.iter().any(|d| c.contains(d)) || c.contains("http://") || c.contains("https://");
+    let has_dl = DOWNLOADERS.iter().any(|d| c.contains(d))
+        || c.contains("http://")
+        || c.contains("https://");
     if !has_dl {
         return None;
     }
     let segs: Vec<&str> = c.split('|').collect();
     if segs.len() > 1 {
-        let dl_at = segs.iter().position(|s| DOWNLOADERS.iter().any(|d| s.contains(d)) || s.contains("://"));
+        let dl_at = segs
+            .iter()
+            .position(|s| DOWNLOADERS.iter().any(|d| s.contains(d)) || s.contains("://"));
         if let Some(i) = dl_at {
             for s in &segs[i + 1..] {
-                let mut words = s.split_whitespace().filter(|w| !matches!(*w, "sudo" | "env" | "exec" | "-"));
+                let mut words = s
+                    .split_whitespace()
+                    .filter(|w| !matches!(*w, "sudo" | "env" | "exec" | "-"));
                 if let Some(w) = words.next() {
                     let rest: Vec<&str> = words.collect();
                     let takes_code = !rest.iter().any(|r| matches!(*r, "-c" | "-e" | "-m"));
@@ -149,15 +205,36 @@ fn fetch_and_run_cmd(e: &ExecObs) -> Option<&'static str> {
             }
         }
     }
-    for pat in ["$(curl", "$(wget", "`curl", "`wget", "<(curl", "<(wget", "$(fetch"] {
-        if c.contains(pat) && (c.contains("eval") || c.contains("sh -c") || c.contains("source") || c.contains(". <(") || c.contains("bash <(") || c.contains("sh <(")) {
+    for pat in [
+        "$(curl", "$(wget", "`curl", "`wget", "<(curl", "<(wget", "$(fetch",
+    ] {
+        if c.contains(pat)
+            && (c.contains("eval")
+                || c.contains("sh -c")
+                || c.contains("source")
+                || c.contains(". <(")
+                || c.contains("bash <(")
+                || c.contains("sh <("))
+        {
             return Some("download substituted into a shell");
         }
     }
-    let runs_code = ["exec(", "eval(", "function(", "new function", "compile(", "vm.runin", "iex ", "invoke-expression"]
+    let runs_code = [
+        "exec(",
+        "eval(",
+        "function(",
+        "new function",
+        "compile(",
+        "vm.runin",
+        "iex ",
+        "invoke-expression",
+    ]
+    .iter()
+    .any(|p| c.contains(p));
+    let inline = e
+        .argv
         .iter()
-        .any(|p| c.contains(p));
-    let inline = e.argv.iter().any(|a| matches!(a.as_str(), "-c" | "-e" | "--eval" | "-command"));
+        .any(|a| matches!(a.as_str(), "-c" | "-e" | "--eval" | "-command"));
     if inline && runs_code && is_interpreter(&e.program) {
         return Some("interpreter evaluates fetched code inline");
     }
@@ -180,12 +257,26 @@ pub fn remote_exec(o: &Observations, layout: &Layout) -> Vec<(String, Vec<u64>)>
     }
     // 2. a pipeline: a sibling fetched while an interpreter read its code from stdin
     for e in o.execs.iter().filter(|e| e.ok && reads_code_from_stdin(e)) {
-        let Some(pp) = o.parent.get(&e.pid) else { continue };
-        let sib = o.parent.iter().filter(|(c, p)| *p == pp && **c != e.pid).map(|(c, _)| *c).filter(|c| net_pids.contains(c)).min();
+        let Some(pp) = o.parent.get(&e.pid) else {
+            continue;
+        };
+        let sib = o
+            .parent
+            .iter()
+            .filter(|(c, p)| *p == pp && **c != e.pid)
+            .map(|(c, _)| *c)
+            .filter(|c| net_pids.contains(c))
+            .min();
         if let Some(s) = sib {
             let mut ev = vec![e.seq];
             ev.extend(net_seq.get(&s));
-            out.push((format!("{} reads code from a pipe fed by a process that fetched from the network", basename(&e.program)), ev));
+            out.push((
+                format!(
+                    "{} reads code from a pipe fed by a process that fetched from the network",
+                    basename(&e.program)
+                ),
+                ev,
+            ));
         }
     }
     // 3. a file written by a process that talked to the network, later run
@@ -196,7 +287,12 @@ pub fn remote_exec(o: &Observations, layout: &Layout) -> Vec<(String, Vec<u64>)>
         }
         if f.access == crate::report::FileAccess::RenameTo {
             // follow a fetched file through `mv`
-            if let Some(src) = o.files.iter().rev().find(|s| s.seq == f.seq && s.access == crate::report::FileAccess::RenameFrom) {
+            if let Some(src) = o
+                .files
+                .iter()
+                .rev()
+                .find(|s| s.seq == f.seq && s.access == crate::report::FileAccess::RenameFrom)
+            {
                 if let Some(s) = fetched.get(&src.path).copied() {
                     fetched.insert(f.path.clone(), s);
                 }
@@ -210,14 +306,33 @@ pub fn remote_exec(o: &Observations, layout: &Layout) -> Vec<(String, Vec<u64>)>
         let cwd = (!e.cwd.is_empty()).then_some(e.cwd.as_str());
         let mut cands = vec![e.program.clone()];
         if is_interpreter(&e.program) {
-            cands.extend(e.argv.iter().skip(1).filter(|a| !a.starts_with('-')).map(|a| normalize(a, cwd)));
+            cands.extend(
+                e.argv
+                    .iter()
+                    .skip(1)
+                    .filter(|a| !a.starts_with('-'))
+                    .map(|a| normalize(a, cwd)),
+            );
         }
-        if let Some((path, wseq)) = cands.iter().find_map(|c| fetched.get(c).filter(|s| **s < e.seq).map(|s| (c, *s))) {
-            out.push((format!("downloaded file {path} was executed"), vec![wseq, e.seq]));
+        if let Some((path, wseq)) = cands
+            .iter()
+            .find_map(|c| fetched.get(c).filter(|s| **s < e.seq).map(|s| (c, *s)))
+        {
+            out.push((
+                format!("downloaded file {path} was executed"),
+                vec![wseq, e.seq],
+            ));
         }
         // fileless: a program run from a memfd or an fd path
-        if e.program.starts_with("/memfd:") || e.program.contains("(deleted)") || e.program.starts_with("/proc/self/fd/") || e.program.starts_with("/dev/fd/") {
-            out.push((format!("fileless execution from {}", e.program), vec![e.seq]));
+        if e.program.starts_with("/memfd:")
+            || e.program.contains("(deleted)")
+            || e.program.starts_with("/proc/self/fd/")
+            || e.program.starts_with("/dev/fd/")
+        {
+            out.push((
+                format!("fileless execution from {}", e.program),
+                vec![e.seq],
+            ));
         }
     }
     let _ = layout;
@@ -228,7 +343,11 @@ pub fn remote_exec(o: &Observations, layout: &Layout) -> Vec<(String, Vec<u64>)>
 pub fn persistence_commands(o: &Observations) -> Vec<(String, u64)> {
     let mut out = Vec::new();
     let mut check = |seq: u64, prog: &str, argv: &[String]| {
-        let args: Vec<String> = argv.iter().skip(1).map(|a| a.to_ascii_lowercase()).collect();
+        let args: Vec<String> = argv
+            .iter()
+            .skip(1)
+            .map(|a| a.to_ascii_lowercase())
+            .collect();
         let has = |w: &str| args.iter().any(|a| a == w);
         let hit = match prog {
             "crontab" => !args.is_empty() && !has("-l"),
@@ -259,12 +378,19 @@ pub fn tamper_commands(o: &Observations) -> Vec<(String, u64)> {
         let c = cmdline(e);
         let prog = basename(&e.program);
         let hit = match prog.as_str() {
-            "npm" | "yarn" | "pnpm" | "bun" => c.contains("registry") && (c.contains(" set") || c.contains("config")),
+            "npm" | "yarn" | "pnpm" | "bun" => {
+                c.contains("registry") && (c.contains(" set") || c.contains("config"))
+            }
             p if p.starts_with("pip") => c.contains("config") && c.contains("index-url"),
             "uv" => c.contains("config") && c.contains("index"),
             "gem" => c.contains("sources") && c.contains("--add"),
             "conda" => c.contains("config") && c.contains("channels"),
-            "git" => c.contains("--global") && (c.contains("insteadof") || c.contains("core.sshcommand") || c.contains("credential.helper")),
+            "git" => {
+                c.contains("--global")
+                    && (c.contains("insteadof")
+                        || c.contains("core.sshcommand")
+                        || c.contains("credential.helper"))
+            }
             _ => false,
         };
         if hit {
@@ -276,7 +402,10 @@ pub fn tamper_commands(o: &Observations) -> Vec<(String, u64)> {
 
 pub fn short(s: &str) -> String {
     const MAX: usize = 160;
-    let one: String = s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let one: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
     if one.chars().count() <= MAX {
         one
     } else {

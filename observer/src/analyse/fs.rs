@@ -17,7 +17,10 @@ pub fn counts_as_write(f: &FileObs) -> bool {
     if !f.access.is_write() {
         return false;
     }
-    if matches!(f.class, PathClass::Workspace | PathClass::Temp | PathClass::Pseudo | PathClass::Cache) {
+    if matches!(
+        f.class,
+        PathClass::Workspace | PathClass::Temp | PathClass::Pseudo | PathClass::Cache
+    ) {
         return false;
     }
     let pyc = f.path.contains("/__pycache__/") || f.path.ends_with("/__pycache__");
@@ -28,7 +31,13 @@ pub fn counts_as_write(f: &FileObs) -> bool {
 fn plants(a: FileAccess) -> bool {
     matches!(
         a,
-        FileAccess::Write | FileAccess::Create | FileAccess::RenameTo | FileAccess::Link | FileAccess::Symlink | FileAccess::Chmod | FileAccess::Truncate
+        FileAccess::Write
+            | FileAccess::Create
+            | FileAccess::RenameTo
+            | FileAccess::Link
+            | FileAccess::Symlink
+            | FileAccess::Chmod
+            | FileAccess::Truncate
     )
 }
 
@@ -45,7 +54,9 @@ fn key(base: &'static str, statics: &StaticView) -> &'static str {
     }
 }
 
-fn grouped(items: impl Iterator<Item = (String, String, u64)>) -> BTreeMap<String, (BTreeSet<String>, Vec<u64>)> {
+fn grouped(
+    items: impl Iterator<Item = (String, String, u64)>,
+) -> BTreeMap<String, (BTreeSet<String>, Vec<u64>)> {
     let mut m: BTreeMap<String, (BTreeSet<String>, Vec<u64>)> = BTreeMap::new();
     for (group, what, seq) in items {
         let e = m.entry(group).or_default();
@@ -55,53 +66,110 @@ fn grouped(items: impl Iterator<Item = (String, String, u64)>) -> BTreeMap<Strin
     m
 }
 
-pub fn write_findings(o: &Observations, layout: &Layout, statics: &StaticView, cfg: &AnalyseConfig, out: &mut Vec<Finding>) {
+pub fn write_findings(
+    o: &Observations,
+    layout: &Layout,
+    statics: &StaticView,
+    cfg: &AnalyseConfig,
+    out: &mut Vec<Finding>,
+) {
     let id = "BEHAV_PERSISTENCE";
     let persist = o.files.iter().filter(|f| plants(f.access)).filter_map(|f| {
-        layout.persistence_reason(&f.path, f.class).map(|why| (why.to_string(), f.path.clone(), f.seq))
+        layout
+            .persistence_reason(&f.path, f.class)
+            .map(|why| (why.to_string(), f.path.clone(), f.seq))
     });
     for (why, (paths, seqs)) in grouped(persist) {
         let p: Vec<&str> = paths.iter().map(|s| s.as_str()).collect();
-        out.push(Finding::keyed(key(id, statics), id, format!("{why} written: {}", list(&p)), seqs));
+        out.push(Finding::keyed(
+            key(id, statics),
+            id,
+            format!("{why} written: {}", list(&p)),
+            seqs,
+        ));
     }
     for (cmd, seq) in exec::persistence_commands(o) {
-        out.push(Finding::keyed(key(id, statics), id, format!("persistence installed by command: {cmd}"), vec![seq]));
+        out.push(Finding::keyed(
+            key(id, statics),
+            id,
+            format!("persistence installed by command: {cmd}"),
+            vec![seq],
+        ));
     }
 
     let id = "BEHAV_CROSS_SKILL_WRITE";
     let cross = o
         .files
         .iter()
-        .filter(|f| f.access.is_write() && matches!(f.class, PathClass::OtherSkill | PathClass::AgentSettings))
+        .filter(|f| {
+            f.access.is_write()
+                && matches!(f.class, PathClass::OtherSkill | PathClass::AgentSettings)
+        })
         .map(|f| (f.class.as_str().to_string(), f.path.clone(), f.seq));
     for (class, (paths, seqs)) in grouped(cross) {
-        let what = if class == "other_skill" { "another skill's folder" } else { "the agent's settings or memory" };
+        let what = if class == "other_skill" {
+            "another skill's folder"
+        } else {
+            "the agent's settings or memory"
+        };
         let p: Vec<&str> = paths.iter().map(|s| s.as_str()).collect();
-        out.push(Finding::keyed(key(id, statics), id, format!("wrote into {what}: {}", list(&p)), seqs));
+        out.push(Finding::keyed(
+            key(id, statics),
+            id,
+            format!("wrote into {what}: {}", list(&p)),
+            seqs,
+        ));
     }
 
     let id = "BEHAV_TOOL_TAMPER";
-    let tamper = o.files.iter().filter(|f| plants(f.access) && f.access != FileAccess::Truncate).filter_map(|f| {
-        if f.class == PathClass::PathDir {
-            Some(("executable dropped into a PATH directory".to_string(), f.path.clone(), f.seq))
-        } else if layout.is_package_config(&f.path) && !layout.in_temp(&f.path) {
-            Some(("package manager or git configuration changed".to_string(), f.path.clone(), f.seq))
-        } else {
-            None
-        }
-    });
+    let tamper = o
+        .files
+        .iter()
+        .filter(|f| plants(f.access) && f.access != FileAccess::Truncate)
+        .filter_map(|f| {
+            if f.class == PathClass::PathDir {
+                Some((
+                    "executable dropped into a PATH directory".to_string(),
+                    f.path.clone(),
+                    f.seq,
+                ))
+            } else if layout.is_package_config(&f.path) && !layout.in_temp(&f.path) {
+                Some((
+                    "package manager or git configuration changed".to_string(),
+                    f.path.clone(),
+                    f.seq,
+                ))
+            } else {
+                None
+            }
+        });
     for (why, (paths, seqs)) in grouped(tamper) {
         let p: Vec<&str> = paths.iter().map(|s| s.as_str()).collect();
-        out.push(Finding::keyed(key(id, statics), id, format!("{why}: {}", list(&p)), seqs));
+        out.push(Finding::keyed(
+            key(id, statics),
+            id,
+            format!("{why}: {}", list(&p)),
+            seqs,
+        ));
     }
     for (cmd, seq) in exec::tamper_commands(o) {
-        out.push(Finding::keyed(key(id, statics), id, format!("package source changed by command: {cmd}"), vec![seq]));
+        out.push(Finding::keyed(
+            key(id, statics),
+            id,
+            format!("package source changed by command: {cmd}"),
+            vec![seq],
+        ));
     }
 
     destructive(o, statics, cfg, out);
 }
 
-fn destructive(o: &Observations, statics: &StaticView, cfg: &AnalyseConfig, out: &mut Vec<Finding>) {
+fn destructive(
+    o: &Observations,
+    statics: &StaticView,
+    cfg: &AnalyseConfig,
+    out: &mut Vec<Finding>,
+) {
     let id = "BEHAV_DESTRUCTIVE";
     let mut read_before: BTreeSet<&str> = BTreeSet::new();
     let mut docs: BTreeMap<String, u64> = BTreeMap::new();
@@ -125,41 +193,93 @@ fn destructive(o: &Observations, statics: &StaticView, cfg: &AnalyseConfig, out:
         if f.class == PathClass::UserDocument {
             docs.entry(f.path.clone()).or_insert(f.seq);
         }
-        if !matches!(f.class, PathClass::Workspace | PathClass::Temp | PathClass::Pseudo | PathClass::Cache) {
+        if !matches!(
+            f.class,
+            PathClass::Workspace | PathClass::Temp | PathClass::Pseudo | PathClass::Cache
+        ) {
             outside.entry(f.path.clone()).or_insert(f.seq);
         }
     }
     if !docs.is_empty() {
         let p: Vec<&str> = docs.keys().map(|s| s.as_str()).collect();
-        out.push(Finding::keyed(key(id, statics), id, format!("deleted or overwrote {} user document(s): {}", docs.len(), list(&p)), docs.values().copied().collect()));
+        out.push(Finding::keyed(
+            key(id, statics),
+            id,
+            format!(
+                "deleted or overwrote {} user document(s): {}",
+                docs.len(),
+                list(&p)
+            ),
+            docs.values().copied().collect(),
+        ));
     }
     if outside.len() >= cfg.thresholds.destructive_min_files {
         out.push(Finding::keyed(
             key(id, statics),
             id,
-            format!("deleted or overwrote {} files outside the workspace", outside.len()),
+            format!(
+                "deleted or overwrote {} files outside the workspace",
+                outside.len()
+            ),
             outside.values().copied().collect(),
         ));
     }
 }
 
 const STRONG_MARKERS: &[&str] = &[
-    "/.dockerenv", "/run/.containerenv", "/proc/1/cgroup", "/proc/1/sched", "/proc/1/mountinfo",
-    "/proc/1/comm", "/proc/1/cmdline", "/proc/1/status", "/sys/class/dmi/id", "/sys/devices/virtual/dmi/id",
-    "/sys/firmware/dmi", "/sys/hypervisor", "/proc/xen", "/proc/vz", "/proc/bc", "/proc/scsi/scsi",
-    "/dev/vboxguest", "/dev/vboxuser", "/proc/sys/kernel/ostype", "/var/run/secrets/kubernetes.io",
-    "/run/secrets/kubernetes.io", "/.singularity.d", "/proc/sys/kernel/seccomp",
+    "/.dockerenv",
+    "/run/.containerenv",
+    "/proc/1/cgroup",
+    "/proc/1/sched",
+    "/proc/1/mountinfo",
+    "/proc/1/comm",
+    "/proc/1/cmdline",
+    "/proc/1/status",
+    "/sys/class/dmi/id",
+    "/sys/devices/virtual/dmi/id",
+    "/sys/firmware/dmi",
+    "/sys/hypervisor",
+    "/proc/xen",
+    "/proc/vz",
+    "/proc/bc",
+    "/proc/scsi/scsi",
+    "/dev/vboxguest",
+    "/dev/vboxuser",
+    "/proc/sys/kernel/ostype",
+    "/var/run/secrets/kubernetes.io",
+    "/run/secrets/kubernetes.io",
+    "/.singularity.d",
+    "/proc/sys/kernel/seccomp",
 ];
 const WEAK_MARKERS: &[&str] = &[
-    "/proc/self/cgroup", "/proc/self/mountinfo", "/proc/self/status", "/proc/self/mounts", "/proc/mounts",
-    "/sys/fs/cgroup", "/proc/cpuinfo", "/proc/version", "/proc/modules", "/proc/uptime", "/etc/hostname",
-    "/proc/sys/kernel/hostname", "/proc/sys/kernel/osrelease", "/proc/self/ns",
+    "/proc/self/cgroup",
+    "/proc/self/mountinfo",
+    "/proc/self/status",
+    "/proc/self/mounts",
+    "/proc/mounts",
+    "/sys/fs/cgroup",
+    "/proc/cpuinfo",
+    "/proc/version",
+    "/proc/modules",
+    "/proc/uptime",
+    "/etc/hostname",
+    "/proc/sys/kernel/hostname",
+    "/proc/sys/kernel/osrelease",
+    "/proc/self/ns",
 ];
-const PROBE_TOOLS: &[&str] = &["systemd-detect-virt", "virt-what", "dmidecode", "imvirt", "virt-who"];
+const PROBE_TOOLS: &[&str] = &[
+    "systemd-detect-virt",
+    "virt-what",
+    "dmidecode",
+    "imvirt",
+    "virt-who",
+];
 const WEAK_TOOLS: &[&str] = &["lscpu", "hostnamectl", "lsmod", "dmesg", "mount", "findmnt"];
 
 fn marker(path: &str, list: &[&str]) -> Option<String> {
-    list.iter().find(|m| path == **m || path.starts_with(&format!("{m}/"))).map(|m| m.to_string())
+    list.iter()
+        .find(|m| path == **m || path.starts_with(&format!("{m}/")))
+        .map(|m| m.to_string())
 }
 
 pub fn probe_findings(o: &Observations, cfg: &AnalyseConfig, out: &mut Vec<Finding>) {
@@ -167,8 +287,15 @@ pub fn probe_findings(o: &Observations, cfg: &AnalyseConfig, out: &mut Vec<Findi
     let mut weak: BTreeMap<String, u64> = BTreeMap::new();
     for f in o.files.iter().filter(|f| f.access == FileAccess::Read) {
         let p = f.path.replace("/proc/thread-self/", "/proc/self/");
-        let p = if let Some(rest) = p.strip_prefix("/proc/").filter(|r| r.split('/').next().is_some_and(|n| n.parse::<i32>().ok() == Some(f.pid))) {
-            format!("/proc/self/{}", rest.split_once('/').map(|(_, r)| r).unwrap_or(""))
+        let p = if let Some(rest) = p.strip_prefix("/proc/").filter(|r| {
+            r.split('/')
+                .next()
+                .is_some_and(|n| n.parse::<i32>().ok() == Some(f.pid))
+        }) {
+            format!(
+                "/proc/self/{}",
+                rest.split_once('/').map(|(_, r)| r).unwrap_or("")
+            )
         } else {
             p
         };
@@ -178,7 +305,11 @@ pub fn probe_findings(o: &Observations, cfg: &AnalyseConfig, out: &mut Vec<Findi
             weak.entry(m).or_insert(f.seq);
         }
     }
-    for e in o.execs.iter().filter(|e| e.err.as_deref() != Some("ENOENT")) {
+    for e in o
+        .execs
+        .iter()
+        .filter(|e| e.err.as_deref() != Some("ENOENT"))
+    {
         let b = basename(&e.program);
         if PROBE_TOOLS.contains(&b.as_str()) {
             strong.entry(b).or_insert(e.seq);
@@ -190,28 +321,94 @@ pub fn probe_findings(o: &Observations, cfg: &AnalyseConfig, out: &mut Vec<Findi
         let mut names: Vec<&str> = strong.keys().map(|s| s.as_str()).collect();
         names.extend(weak.keys().map(|s| s.as_str()));
         let seqs = strong.values().chain(weak.values()).copied().collect();
-        out.push(Finding::new("BEHAV_SANDBOX_PROBE", format!("looked for sandbox or virtualisation markers: {}", list(&names)), seqs));
+        out.push(Finding::new(
+            "BEHAV_SANDBOX_PROBE",
+            format!(
+                "looked for sandbox or virtualisation markers: {}",
+                list(&names)
+            ),
+            seqs,
+        ));
     }
 }
 
 const ESCAPE_SYSCALLS: &[&str] = &[
-    "ptrace", "process_vm_readv", "process_vm_writev", "mount", "umount", "umount2", "fsopen", "fsmount",
-    "move_mount", "open_tree", "unshare", "setns", "bpf", "perf_event_open", "kexec_load", "kexec_file_load",
-    "init_module", "finit_module", "delete_module", "keyctl", "add_key", "request_key", "io_uring_setup",
-    "io_uring_enter", "io_uring_register", "userfaultfd", "open_by_handle_at", "name_to_handle_at",
-    "pivot_root", "chroot", "swapon", "swapoff", "reboot", "iopl", "ioperm", "acct", "quotactl",
-    "lookup_dcookie", "vhangup", "syslog",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "mount",
+    "umount",
+    "umount2",
+    "fsopen",
+    "fsmount",
+    "move_mount",
+    "open_tree",
+    "unshare",
+    "setns",
+    "bpf",
+    "perf_event_open",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "userfaultfd",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "pivot_root",
+    "chroot",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "iopl",
+    "ioperm",
+    "acct",
+    "quotactl",
+    "lookup_dcookie",
+    "vhangup",
+    "syslog",
 ];
-const RUNTIME_SOCKETS: &[&str] = &["docker.sock", "containerd.sock", "podman.sock", "crio.sock", "dockershim.sock", "kubelet.sock"];
-const ESCAPE_PATHS: &[&str] = &["/proc/sysrq-trigger", "/dev/mem", "/dev/kmem", "/proc/kcore", "/dev/port", "/proc/sys/kernel/core_pattern", "/sys/kernel/uevent_helper", "/sys/fs/cgroup/release_agent"];
+const RUNTIME_SOCKETS: &[&str] = &[
+    "docker.sock",
+    "containerd.sock",
+    "podman.sock",
+    "crio.sock",
+    "dockershim.sock",
+    "kubelet.sock",
+];
+const ESCAPE_PATHS: &[&str] = &[
+    "/proc/sysrq-trigger",
+    "/dev/mem",
+    "/dev/kmem",
+    "/proc/kcore",
+    "/dev/port",
+    "/proc/sys/kernel/core_pattern",
+    "/sys/kernel/uevent_helper",
+    "/sys/fs/cgroup/release_agent",
+];
 
 pub fn escape_findings(o: &Observations, events: &[&Event], out: &mut Vec<Finding>) {
     let mut found: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for ev in events {
-        if let EventKind::Denied { syscall, action, arch, .. } = &ev.kind {
+        if let EventKind::Denied {
+            syscall,
+            action,
+            arch,
+            ..
+        } = &ev.kind
+        {
             let s = syscall.to_ascii_lowercase();
             if action == "kill" {
-                found.entry(format!("{s} ({arch}) killed by the filter")).or_default().push(ev.seq);
+                found
+                    .entry(format!("{s} ({arch}) killed by the filter"))
+                    .or_default()
+                    .push(ev.seq);
             } else if ESCAPE_SYSCALLS.contains(&s.as_str()) {
                 found.entry(format!("{s} denied")).or_default().push(ev.seq);
             }
@@ -219,20 +416,32 @@ pub fn escape_findings(o: &Observations, events: &[&Event], out: &mut Vec<Findin
     }
     for u in &o.unix {
         if RUNTIME_SOCKETS.iter().any(|s| u.path.ends_with(s)) {
-            found.entry(format!("connected to container runtime socket {}", u.path)).or_default().push(u.seq);
+            found
+                .entry(format!("connected to container runtime socket {}", u.path))
+                .or_default()
+                .push(u.seq);
         }
     }
     for f in &o.files {
         let sock = RUNTIME_SOCKETS.iter().any(|s| f.path.ends_with(s));
-        let sys_write = f.access.is_write() && (f.path.starts_with("/proc/sys/") || f.path.starts_with("/sys/"));
-        let mem_write = f.access.is_write() && f.path.starts_with("/proc/") && f.path.ends_with("/mem");
+        let sys_write = f.access.is_write()
+            && (f.path.starts_with("/proc/sys/") || f.path.starts_with("/sys/"));
+        let mem_write =
+            f.access.is_write() && f.path.starts_with("/proc/") && f.path.ends_with("/mem");
         if sock || sys_write || mem_write || marker(&f.path, ESCAPE_PATHS).is_some() {
-            found.entry(format!("touched {}", f.path)).or_default().push(f.seq);
+            found
+                .entry(format!("touched {}", f.path))
+                .or_default()
+                .push(f.seq);
         }
     }
     if !found.is_empty() {
         let names: Vec<&str> = found.keys().map(|s| s.as_str()).collect();
         let seqs = found.values().flatten().copied().collect();
-        out.push(Finding::new("BEHAV_ESCAPE_ATTEMPT", format!("tried to leave the sandbox: {}", list(&names)), seqs));
+        out.push(Finding::new(
+            "BEHAV_ESCAPE_ATTEMPT",
+            format!("tried to leave the sandbox: {}", list(&names)),
+            seqs,
+        ));
     }
 }

@@ -39,15 +39,27 @@ pub fn normalize_host(raw: &str) -> Host {
             Some(v4) => IpAddr::V4(v4),
             None => IpAddr::V6(v6),
         };
-        return Host { name: ip.to_string(), ip: Some(ip), obfuscated: false };
+        return Host {
+            name: ip.to_string(),
+            ip: Some(ip),
+            obfuscated: false,
+        };
     }
     if let Some(v4) = parse_inet_aton(&host) {
         let canonical = v4.to_string();
         let obfuscated = canonical != host;
-        return Host { name: canonical, ip: Some(IpAddr::V4(v4)), obfuscated };
+        return Host {
+            name: canonical,
+            ip: Some(IpAddr::V4(v4)),
+            obfuscated,
+        };
     }
     let obfuscated = host.split('.').any(|l| l.starts_with("xn--"));
-    Host { name: host, ip: None, obfuscated }
+    Host {
+        name: host,
+        ip: None,
+        obfuscated,
+    }
 }
 
 fn percent_decode(s: &str) -> String {
@@ -114,7 +126,10 @@ pub fn host_matches(host: &str, pattern: &str) -> bool {
     if p.is_empty() {
         return false;
     }
-    host == p || (host.len() > p.len() && host.ends_with(&p) && host.as_bytes()[host.len() - p.len() - 1] == b'.')
+    host == p
+        || (host.len() > p.len()
+            && host.ends_with(&p)
+            && host.as_bytes()[host.len() - p.len() - 1] == b'.')
 }
 
 pub fn matches_any<S: AsRef<str>>(host: &str, patterns: &[S]) -> bool {
@@ -131,8 +146,14 @@ pub fn is_loopback(h: &Host) -> bool {
 
 pub fn is_private_ip(ip: IpAddr) -> bool {
     match ip {
-        IpAddr::V4(v) => v.is_private() || v.is_link_local() || v.octets()[0] == 100 && (v.octets()[1] & 0xc0) == 64,
-        IpAddr::V6(v) => (v.segments()[0] & 0xfe00) == 0xfc00 || (v.segments()[0] & 0xffc0) == 0xfe80,
+        IpAddr::V4(v) => {
+            v.is_private()
+                || v.is_link_local()
+                || v.octets()[0] == 100 && (v.octets()[1] & 0xc0) == 64
+        }
+        IpAddr::V6(v) => {
+            (v.segments()[0] & 0xfe00) == 0xfc00 || (v.segments()[0] & 0xffc0) == 0xfe80
+        }
     }
 }
 
@@ -151,7 +172,10 @@ pub fn is_local_dns_name(name: &str) -> bool {
         }
         return false;
     }
-    h.name.ends_with(".ip6.arpa") && (h.name.starts_with("1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0"))
+    h.name.ends_with(".ip6.arpa")
+        && (h
+            .name
+            .starts_with("1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0"))
 }
 
 /// Registrable domain, approximately (last two labels, three under `co.uk`-like suffixes).
@@ -162,7 +186,9 @@ pub fn parent_domain(name: &str) -> String {
     }
     let n = labels.len();
     let sld = labels[n - 2];
-    let take = if labels[n - 1].len() == 2 && ["co", "com", "net", "org", "gov", "edu", "ac"].contains(&sld) {
+    let take = if labels[n - 1].len() == 2
+        && ["co", "com", "net", "org", "gov", "edu", "ac"].contains(&sld)
+    {
         3
     } else {
         2
@@ -171,29 +197,99 @@ pub fn parent_domain(name: &str) -> String {
 }
 
 const TUNNEL_AND_PASTE: &[&str] = &[
-    "ngrok.io", "ngrok.app", "ngrok-free.app", "ngrok.dev", "trycloudflare.com", "loca.lt",
-    "localtunnel.me", "serveo.net", "localhost.run", "lhr.life", "pagekite.me", "bore.pub",
-    "tunnelto.dev", "playit.gg", "pinggy.io", "pinggy.link", "zrok.io", "devtunnels.ms",
-    "pastebin.com", "paste.ee", "hastebin.com", "ghostbin.com", "rentry.co", "dpaste.org",
-    "dpaste.com", "termbin.com", "ix.io", "0x0.st", "transfer.sh", "file.io", "paste.rs",
-    "controlc.com", "justpaste.it", "privatebin.net", "temp.sh", "bashupload.com", "catbox.moe",
-    "anonfiles.com", "gofile.io",
+    "ngrok.io",
+    "ngrok.app",
+    "ngrok-free.app",
+    "ngrok.dev",
+    "trycloudflare.com",
+    "loca.lt",
+    "localtunnel.me",
+    "serveo.net",
+    "localhost.run",
+    "lhr.life",
+    "pagekite.me",
+    "bore.pub",
+    "tunnelto.dev",
+    "playit.gg",
+    "pinggy.io",
+    "pinggy.link",
+    "zrok.io",
+    "devtunnels.ms",
+    "pastebin.com",
+    "paste.ee",
+    "hastebin.com",
+    "ghostbin.com",
+    "rentry.co",
+    "dpaste.org",
+    "dpaste.com",
+    "termbin.com",
+    "ix.io",
+    "0x0.st",
+    "transfer.sh",
+    "file.io",
+    "paste.rs",
+    "controlc.com",
+    "justpaste.it",
+    "privatebin.net",
+    "temp.sh",
+    "bashupload.com",
+    "catbox.moe",
+    "anonfiles.com",
+    "gofile.io",
 ];
 const WEBHOOK_RELAYS: &[&str] = &[
-    "webhook.site", "requestbin.net", "requestbin.com", "pipedream.net", "hookbin.com",
-    "requestcatcher.com", "beeceptor.com", "requestrepo.com", "postb.in", "ptsv2.com", "ptsv3.com",
-    "webhook.cool", "typedwebhook.tools", "interact.sh", "oast.pro", "oast.live", "oast.site",
-    "oast.online", "oast.fun", "oast.me", "oastify.com", "burpcollaborator.net", "canarytokens.com",
-    "dnslog.cn", "ceye.io", "hooks.slack.com", "discord.com", "discordapp.com", "api.telegram.org",
+    "webhook.site",
+    "requestbin.net",
+    "requestbin.com",
+    "pipedream.net",
+    "hookbin.com",
+    "requestcatcher.com",
+    "beeceptor.com",
+    "requestrepo.com",
+    "postb.in",
+    "ptsv2.com",
+    "ptsv3.com",
+    "webhook.cool",
+    "typedwebhook.tools",
+    "interact.sh",
+    "oast.pro",
+    "oast.live",
+    "oast.site",
+    "oast.online",
+    "oast.fun",
+    "oast.me",
+    "oastify.com",
+    "burpcollaborator.net",
+    "canarytokens.com",
+    "dnslog.cn",
+    "ceye.io",
+    "hooks.slack.com",
+    "discord.com",
+    "discordapp.com",
+    "api.telegram.org",
 ];
-const METADATA: &[&str] = &["169.254.169.254", "metadata.google.internal", "100.100.100.200", "fd00:ec2::254", "169.254.170.2"];
+const METADATA: &[&str] = &[
+    "169.254.169.254",
+    "metadata.google.internal",
+    "100.100.100.200",
+    "fd00:ec2::254",
+    "169.254.170.2",
+];
 const COLLECTOR_WORDS: &[&str] = &[
     "exfil", "collect", "beacon", "c2", "cnc", "callback", "harvest", "steal", "grab", "loot",
     "implant", "payload", "attacker", "evil", "malware", "keylog", "dropper",
 ];
 /// Services whose names attackers imitate (`github-api.com`, `api.github.com.evil.io`).
 const BRANDS: &[(&str, &[&str])] = &[
-    ("github", &["github.com", "githubusercontent.com", "github.io", "githubassets.com"]),
+    (
+        "github",
+        &[
+            "github.com",
+            "githubusercontent.com",
+            "github.io",
+            "githubassets.com",
+        ],
+    ),
     ("gitlab", &["gitlab.com"]),
     ("amazonaws", &["amazonaws.com", "aws.amazon.com"]),
     ("googleapis", &["googleapis.com"]),
@@ -201,7 +297,10 @@ const BRANDS: &[(&str, &[&str])] = &[
     ("anthropic", &["anthropic.com"]),
     ("npmjs", &["npmjs.org", "npmjs.com"]),
     ("pypi", &["pypi.org", "pythonhosted.org"]),
-    ("azure", &["azure.com", "windows.net", "microsoft.com", "azure-api.net"]),
+    (
+        "azure",
+        &["azure.com", "windows.net", "microsoft.com", "azure-api.net"],
+    ),
 ];
 
 /// Why a contacted host is an untrusted sink, if it is. `known` are hosts the run legitimately
@@ -284,10 +383,18 @@ pub fn entropy_x100(s: &str) -> u32 {
 }
 
 /// Why a DNS name looks like it carries data in its labels, if it does.
-pub fn tunnel_label_reason(name: &str, long: usize, ent_x100: u32, ent_min_len: usize) -> Option<String> {
+pub fn tunnel_label_reason(
+    name: &str,
+    long: usize,
+    ent_x100: u32,
+    ent_min_len: usize,
+) -> Option<String> {
     let labels: Vec<&str> = name.split('.').collect();
     let parent_labels = parent_domain(name).split('.').count();
-    for l in labels.iter().take(labels.len().saturating_sub(parent_labels)) {
+    for l in labels
+        .iter()
+        .take(labels.len().saturating_sub(parent_labels))
+    {
         if l.len() >= long {
             return Some(format!("{}-character label", l.len()));
         }
@@ -308,7 +415,10 @@ mod tests {
     #[test]
     fn normalises_spellings() {
         assert_eq!(normalize_host("API.GitHub.com.").name, "api.github.com");
-        assert_eq!(normalize_host("https://user:pw@Evil.io:8443/x?y").name, "evil.io");
+        assert_eq!(
+            normalize_host("https://user:pw@Evil.io:8443/x?y").name,
+            "evil.io"
+        );
         assert_eq!(normalize_host("[::1]:80").name, "::1");
         assert_eq!(normalize_host("::ffff:45.61.136.17").name, "45.61.136.17");
         let h = normalize_host("0x2d3d8811");
@@ -337,15 +447,33 @@ mod tests {
 
     #[test]
     fn sinks() {
-        let r = |s: &str, ports: &[u16]| sink_reasons(&normalize_host(s), ports, &["api.github.com".into()]);
-        assert!(r("abc.ngrok-free.app", &[443]).iter().any(|w| w.contains("tunnel")));
-        assert!(r("webhook.site", &[443]).iter().any(|w| w.contains("webhook")));
-        assert!(r("45.61.136.17", &[8443]).iter().any(|w| w.contains("raw IP")));
-        assert!(r("45.61.136.17", &[8443]).iter().any(|w| w.contains("8443")));
-        assert!(r("data-collector.io", &[443]).iter().any(|w| w.contains("collector")));
-        assert!(r("api.github.com.evil.io", &[443]).iter().any(|w| w.contains("look-alike")));
-        assert!(r("github-api.net", &[443]).iter().any(|w| w.contains("look-alike")));
-        assert!(r("169.254.169.254", &[80]).iter().any(|w| w.contains("metadata")));
+        let r = |s: &str, ports: &[u16]| {
+            sink_reasons(&normalize_host(s), ports, &["api.github.com".into()])
+        };
+        assert!(r("abc.ngrok-free.app", &[443])
+            .iter()
+            .any(|w| w.contains("tunnel")));
+        assert!(r("webhook.site", &[443])
+            .iter()
+            .any(|w| w.contains("webhook")));
+        assert!(r("45.61.136.17", &[8443])
+            .iter()
+            .any(|w| w.contains("raw IP")));
+        assert!(r("45.61.136.17", &[8443])
+            .iter()
+            .any(|w| w.contains("8443")));
+        assert!(r("data-collector.io", &[443])
+            .iter()
+            .any(|w| w.contains("collector")));
+        assert!(r("api.github.com.evil.io", &[443])
+            .iter()
+            .any(|w| w.contains("look-alike")));
+        assert!(r("github-api.net", &[443])
+            .iter()
+            .any(|w| w.contains("look-alike")));
+        assert!(r("169.254.169.254", &[80])
+            .iter()
+            .any(|w| w.contains("metadata")));
         assert!(r("api.github.com", &[443]).is_empty());
         assert!(r("pypi.org", &[443]).is_empty());
         assert!(r("files.pythonhosted.org", &[443]).is_empty());

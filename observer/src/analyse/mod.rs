@@ -4,6 +4,7 @@
 //! trace file), so a recorded trace re-judged later gives the same report byte for byte.
 //! Stages: observe (normalise events) → profile → categories → indicators → score → verdict.
 
+mod canary;
 mod config;
 mod exec;
 mod fs;
@@ -16,13 +17,18 @@ mod profile;
 #[cfg(test)]
 mod tests;
 
-pub use config::{AnalyseConfig, Bands, ConfigError, Thresholds, SHIPPED_WEIGHTS_TOML, WEIGHT_KEYS};
+pub use config::{
+    AnalyseConfig, Bands, ConfigError, Thresholds, SHIPPED_WEIGHTS_TOML, WEIGHT_KEYS,
+};
 pub use hosts::{host_matches, normalize_host};
 pub use paths::{normalize as normalize_path, Layout};
 
 use crate::baseline::BaselineSummary;
 use crate::model::{Category, Fidelity, StaticView};
-use crate::report::{Band, BaselineRef, CategoryFinding, Indicator, Profile, Report, RunInfo, Severity, SkillInfo, Verdict, SCHEMA_VERSION};
+use crate::report::{
+    Band, BaselineRef, CategoryFinding, Indicator, Profile, Report, RunInfo, Severity, SkillInfo,
+    Verdict, SCHEMA_VERSION,
+};
 use crate::trace::{Event, EventKind, Trace, TraceError};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -38,10 +44,25 @@ pub(crate) struct Finding {
 
 impl Finding {
     pub fn new(id: &'static str, summary: String, evidence: Vec<u64>) -> Finding {
-        Finding { key: id, id, summary, evidence }
+        Finding {
+            key: id,
+            id,
+            summary,
+            evidence,
+        }
     }
-    pub fn keyed(key: &'static str, id: &'static str, summary: String, evidence: Vec<u64>) -> Finding {
-        Finding { key, id, summary, evidence }
+    pub fn keyed(
+        key: &'static str,
+        id: &'static str,
+        summary: String,
+        evidence: Vec<u64>,
+    ) -> Finding {
+        Finding {
+            key,
+            id,
+            summary,
+            evidence,
+        }
     }
 }
 
@@ -52,7 +73,12 @@ pub enum ReplayError {
 }
 
 /// Re-judge a recorded trace without a sandbox (`observe replay TRACE`).
-pub fn replay(trace_path: &Path, statics: &StaticView, baseline: Option<&BaselineSummary>, cfg: &AnalyseConfig) -> Result<Report, ReplayError> {
+pub fn replay(
+    trace_path: &Path,
+    statics: &StaticView,
+    baseline: Option<&BaselineSummary>,
+    cfg: &AnalyseConfig,
+) -> Result<Report, ReplayError> {
     let trace = Trace::read_file(trace_path)?;
     Ok(analyse(&trace, statics, baseline, cfg))
 }
@@ -66,7 +92,12 @@ fn parse_fidelity(s: Option<&str>) -> Option<Fidelity> {
 }
 
 /// Judge a trace.
-pub fn analyse(trace: &Trace, statics: &StaticView, baseline: Option<&BaselineSummary>, cfg: &AnalyseConfig) -> Report {
+pub fn analyse(
+    trace: &Trace,
+    statics: &StaticView,
+    baseline: Option<&BaselineSummary>,
+    cfg: &AnalyseConfig,
+) -> Report {
     let mut events: Vec<&Event> = trace.events.iter().collect();
     events.sort_by_key(|e| e.seq);
     let layout = Layout::from_context(&trace.header.context, &trace.header.os);
@@ -82,12 +113,24 @@ pub fn analyse(trace: &Trace, statics: &StaticView, baseline: Option<&BaselineSu
     let mut cats: BTreeMap<Category, Vec<u64>> = BTreeMap::new();
     let mut add = |c: Category, s: u64| cats.entry(c).or_default().push(s);
     o.egress.iter().for_each(|g| add(Category::Network, g.seq));
-    o.creds.iter().for_each(|c| add(Category::Credential, c.seq));
-    o.execs.iter().filter(|e| e.ok && e.execution).for_each(|e| add(Category::Execution, e.seq));
-    o.files.iter().filter(|f| fs::counts_as_write(f)).for_each(|f| add(Category::Writes, f.seq));
+    o.creds
+        .iter()
+        .for_each(|c| add(Category::Credential, c.seq));
+    o.execs
+        .iter()
+        .filter(|e| e.ok && e.execution)
+        .for_each(|e| add(Category::Execution, e.seq));
+    o.files
+        .iter()
+        .filter(|f| fs::counts_as_write(f))
+        .for_each(|f| add(Category::Writes, f.seq));
     let categories: Vec<CategoryFinding> = cats
         .iter()
-        .map(|(c, s)| CategoryFinding { category: *c, declared: statics.categories.contains(c), evidence: profile::cap(s.clone(), cfg) })
+        .map(|(c, s)| CategoryFinding {
+            category: *c,
+            declared: statics.categories.contains(c),
+            evidence: profile::cap(s.clone(), cfg),
+        })
         .collect();
 
     // Indicators
@@ -95,13 +138,24 @@ pub fn analyse(trace: &Trace, statics: &StaticView, baseline: Option<&BaselineSu
     let mut f: Vec<Finding> = Vec::new();
     for (c, seqs) in &cats {
         if statics.categories.contains(c) {
-            f.push(Finding::new("INFO_DECLARED_BEHAVIOUR", format!("{} behaviour, declared by the static view", c.as_str()), seqs.clone()));
+            f.push(Finding::new(
+                "INFO_DECLARED_BEHAVIOUR",
+                format!("{} behaviour, declared by the static view", c.as_str()),
+                seqs.clone(),
+            ));
         } else {
             let declared: Vec<&str> = statics.categories.iter().map(|c| c.as_str()).collect();
-            let d = if declared.is_empty() { "none".to_string() } else { declared.join(", ") };
+            let d = if declared.is_empty() {
+                "none".to_string()
+            } else {
+                declared.join(", ")
+            };
             f.push(Finding::new(
                 "BEHAV_STATIC_DIVERGENCE",
-                format!("observed {} behaviour; the static view declares: {d}", c.as_str()),
+                format!(
+                    "observed {} behaviour; the static view declares: {d}",
+                    c.as_str()
+                ),
                 seqs.clone(),
             ));
         }
@@ -118,38 +172,64 @@ pub fn analyse(trace: &Trace, statics: &StaticView, baseline: Option<&BaselineSu
     fs::probe_findings(&o, cfg, &mut f);
     fs::escape_findings(&o, &events, &mut f);
 
-    let name = trace.header.skill.clone().unwrap_or_else(|| "unknown".into());
+    let name = trace
+        .header
+        .skill
+        .clone()
+        .unwrap_or_else(|| "unknown".into());
     let fidelity = parse_fidelity(trace.header.fidelity.as_deref());
     let baseline_ref = baseline.map(|b| {
-        let current = BaselineSummary::from_parts(&name, fidelity.unwrap_or(b.fidelity), None, &profile, &categories);
+        let current = BaselineSummary::from_parts(
+            &name,
+            fidelity.unwrap_or(b.fidelity),
+            None,
+            &profile,
+            &categories,
+        );
         drift_findings(b, &current, &profile, &categories, &mut f);
-        BaselineRef { digest: b.digest.clone(), accepted_at: b.accepted_at.clone() }
+        BaselineRef {
+            digest: b.digest.clone(),
+            accepted_at: b.accepted_at.clone(),
+        }
     });
 
     // Run coverage
-    let (duration_ms, mut complete, mut reasons) = match events.iter().rev().find_map(|e| match &e.kind {
-        EventKind::RunEnd { duration_ms, complete, incomplete_reasons } => Some((*duration_ms, *complete, incomplete_reasons.clone())),
-        _ => None,
-    }) {
-        Some((d, c, r)) => (d, c, r),
-        None => (
-            events.last().map(|e| e.t_ns / 1_000_000).unwrap_or(0),
-            false,
-            vec!["trace ends without run_end (truncated or the supervisor died)".to_string()],
-        ),
-    };
+    let (duration_ms, mut complete, mut reasons) =
+        match events.iter().rev().find_map(|e| match &e.kind {
+            EventKind::RunEnd {
+                duration_ms,
+                complete,
+                incomplete_reasons,
+            } => Some((*duration_ms, *complete, incomplete_reasons.clone())),
+            _ => None,
+        }) {
+            Some((d, c, r)) => (d, c, r),
+            None => (
+                events.last().map(|e| e.t_ns / 1_000_000).unwrap_or(0),
+                false,
+                vec!["trace ends without run_end (truncated or the supervisor died)".to_string()],
+            ),
+        };
     if !complete && reasons.is_empty() {
         reasons.push("run_end reports the run incomplete without a reason".into());
     }
     for s in &profile.steps {
         if s.end_seq.is_none() {
             complete = false;
-            reasons.push(format!("step {} ({}) has no step_end", s.step, exec::short(&s.label)));
+            reasons.push(format!(
+                "step {} ({}) has no step_end",
+                s.step,
+                exec::short(&s.label)
+            ));
         }
     }
     for (a, b) in &o.seq_gaps {
         complete = false;
-        reasons.push(if a == b { format!("event {a} missing from the trace") } else { format!("events {a}..{b} missing from the trace") });
+        reasons.push(if a == b {
+            format!("event {a} missing from the trace")
+        } else {
+            format!("events {a}..{b} missing from the trace")
+        });
     }
     if events.windows(2).any(|w| w[0].seq == w[1].seq) {
         complete = false;
@@ -179,7 +259,11 @@ pub fn analyse(trace: &Trace, statics: &StaticView, baseline: Option<&BaselineSu
 
     Report {
         schema_version: SCHEMA_VERSION,
-        skill: SkillInfo { name, digest: trace.header.skill_digest.clone(), fidelity },
+        skill: SkillInfo {
+            name,
+            digest: trace.header.skill_digest.clone(),
+            fidelity,
+        },
         run: RunInfo {
             run_id: trace.header.run_id.clone(),
             os: trace.header.os.clone(),
@@ -214,25 +298,63 @@ pub fn analyse(trace: &Trace, statics: &StaticView, baseline: Option<&BaselineSu
     }
 }
 
-fn drift_findings(b: &BaselineSummary, current: &BaselineSummary, p: &Profile, cats: &[CategoryFinding], f: &mut Vec<Finding>) {
+fn drift_findings(
+    b: &BaselineSummary,
+    current: &BaselineSummary,
+    p: &Profile,
+    cats: &[CategoryFinding],
+    f: &mut Vec<Finding>,
+) {
     let d = b.drift(current);
-    let since = if b.accepted_at.is_empty() { String::new() } else { format!(" (baseline of {})", b.accepted_at) };
+    let since = if b.accepted_at.is_empty() {
+        String::new()
+    } else {
+        format!(" (baseline of {})", b.accepted_at)
+    };
     let mut push = |what: &str, items: Vec<String>, ev: Vec<u64>| {
         if !items.is_empty() {
             let refs: Vec<&str> = items.iter().map(|s| s.as_str()).collect();
-            f.push(Finding::new("BEHAV_DRIFT", format!("new {what} since the baseline{since}: {}", net::list(&refs)), ev));
+            f.push(Finding::new(
+                "BEHAV_DRIFT",
+                format!("new {what} since the baseline{since}: {}", net::list(&refs)),
+                ev,
+            ));
         }
     };
-    let ev: Vec<u64> = p.hosts.iter().filter(|h| d.hosts.contains(&h.host)).flat_map(|h| h.evidence.iter().copied()).collect();
+    let ev: Vec<u64> = p
+        .hosts
+        .iter()
+        .filter(|h| d.hosts.contains(&h.host))
+        .flat_map(|h| h.evidence.iter().copied())
+        .collect();
     push("hosts", d.hosts.clone(), ev);
-    let ev = cats.iter().filter(|c| d.categories.contains(&c.category)).flat_map(|c| c.evidence.iter().copied()).collect();
-    push("categories", d.categories.iter().map(|c| c.as_str().to_string()).collect(), ev);
-    let ev = p.programs.iter().filter(|x| x.ok && d.programs.contains(&x.program_key)).map(|x| x.seq).collect();
+    let ev = cats
+        .iter()
+        .filter(|c| d.categories.contains(&c.category))
+        .flat_map(|c| c.evidence.iter().copied())
+        .collect();
+    push(
+        "categories",
+        d.categories
+            .iter()
+            .map(|c| c.as_str().to_string())
+            .collect(),
+        ev,
+    );
+    let ev = p
+        .programs
+        .iter()
+        .filter(|x| x.ok && d.programs.contains(&x.program_key))
+        .map(|x| x.seq)
+        .collect();
     push("programs", d.programs.clone(), ev);
     let ev = p
         .files
         .iter()
-        .filter(|x| d.write_classes.iter().any(|c| c == x.class.as_str()) && x.access.iter().any(|a| a.is_write()))
+        .filter(|x| {
+            d.write_classes.iter().any(|c| c == x.class.as_str())
+                && x.access.iter().any(|a| a.is_write())
+        })
         .flat_map(|x| x.evidence.iter().copied())
         .collect();
     push("write classes", d.write_classes.clone(), ev);
@@ -269,11 +391,23 @@ fn weigh(findings: Vec<Finding>, cfg: &AnalyseConfig) -> (Vec<Indicator>, u32) {
             let w = cfg.weight(f.key);
             let e = per_id.entry(slot(f.id)).or_insert(0);
             *e = (*e).max(w);
-            Indicator { id: f.id.to_string(), severity: severity(w, cfg), summary: f.summary, evidence: profile::cap(f.evidence, cfg), weight: w }
+            Indicator {
+                id: f.id.to_string(),
+                severity: severity(w, cfg),
+                summary: f.summary,
+                evidence: profile::cap(f.evidence, cfg),
+                weight: w,
+            }
         })
         .collect();
     let score = per_id.values().sum::<u32>().min(100);
-    out.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.id.cmp(&b.id)).then_with(|| a.summary.cmp(&b.summary)).then_with(|| a.evidence.cmp(&b.evidence)));
+    out.sort_by(|a, b| {
+        b.weight
+            .cmp(&a.weight)
+            .then_with(|| a.id.cmp(&b.id))
+            .then_with(|| a.summary.cmp(&b.summary))
+            .then_with(|| a.evidence.cmp(&b.evidence))
+    });
     out.dedup_by(|a, b| a.id == b.id && a.summary == b.summary && a.evidence == b.evidence);
     (out, score)
 }

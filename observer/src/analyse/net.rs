@@ -11,7 +11,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 /// Hosts collapse to `*.parent` when their labels carry data, so one tunnel is one host.
 pub fn host_key(name: &str, cfg: &AnalyseConfig) -> String {
     let t = &cfg.thresholds;
-    match hosts::tunnel_label_reason(name, t.dns_long_label, t.dns_entropy_x100, t.dns_entropy_min_len) {
+    match hosts::tunnel_label_reason(
+        name,
+        t.dns_long_label,
+        t.dns_entropy_x100,
+        t.dns_entropy_min_len,
+    ) {
         Some(_) => format!("*.{}", hosts::parent_domain(name)),
         None => name.to_string(),
     }
@@ -23,15 +28,31 @@ pub fn declared(host: &str, statics: &StaticView) -> bool {
 
 /// Declared hosts and every credential's service hosts: names a look-alike would imitate.
 pub fn known_hosts(statics: &StaticView, ctx: &RunContext) -> Vec<String> {
-    let mut k: BTreeSet<String> = statics.declared_hosts.iter().map(|h| hosts::normalize_host(h).name).collect();
+    let mut k: BTreeSet<String> = statics
+        .declared_hosts
+        .iter()
+        .map(|h| hosts::normalize_host(h).name)
+        .collect();
     for f in &ctx.credential_files {
-        k.extend(f.service_hosts.iter().map(|h| hosts::normalize_host(h).name));
+        k.extend(
+            f.service_hosts
+                .iter()
+                .map(|h| hosts::normalize_host(h).name),
+        );
     }
     for e in &ctx.credential_env {
-        k.extend(e.service_hosts.iter().map(|h| hosts::normalize_host(h).name));
+        k.extend(
+            e.service_hosts
+                .iter()
+                .map(|h| hosts::normalize_host(h).name),
+        );
     }
     k.into_iter().filter(|h| !h.is_empty()).collect()
 }
+
+/// Names seen under one parent domain, their events, and the first tunnel shape found.
+type DnsParent = (BTreeSet<String>, Vec<u64>, Option<String>);
+type Chain = Vec<String>;
 
 pub struct HostAgg {
     pub host: Host,
@@ -44,7 +65,12 @@ pub fn hosts_by_key(o: &Observations, cfg: &AnalyseConfig) -> BTreeMap<String, H
     let mut m: BTreeMap<String, HostAgg> = BTreeMap::new();
     for g in &o.egress {
         let key = host_key(&g.host.name, cfg);
-        let a = m.entry(key).or_insert_with(|| HostAgg { host: g.host.clone(), seqs: vec![], ports: BTreeSet::new(), data: false });
+        let a = m.entry(key).or_insert_with(|| HostAgg {
+            host: g.host.clone(),
+            seqs: vec![],
+            ports: BTreeSet::new(),
+            data: false,
+        });
         a.seqs.push(g.seq);
         if let Some(p) = g.port.filter(|_| g.via != "dns") {
             a.ports.insert(p);
@@ -55,7 +81,13 @@ pub fn hosts_by_key(o: &Observations, cfg: &AnalyseConfig) -> BTreeMap<String, H
     m
 }
 
-pub fn host_findings(o: &Observations, statics: &StaticView, ctx: &RunContext, cfg: &AnalyseConfig, out: &mut Vec<Finding>) {
+pub fn host_findings(
+    o: &Observations,
+    statics: &StaticView,
+    ctx: &RunContext,
+    cfg: &AnalyseConfig,
+    out: &mut Vec<Finding>,
+) {
     let known = known_hosts(statics, ctx);
     let by_key = hosts_by_key(o, cfg);
     let mut undeclared: Vec<(String, Vec<u64>)> = Vec::new();
@@ -63,8 +95,16 @@ pub fn host_findings(o: &Observations, statics: &StaticView, ctx: &RunContext, c
         let is_declared = declared(key, statics);
         if !is_declared {
             let ports: Vec<String> = a.ports.iter().map(|p| p.to_string()).collect();
-            let port_s = if ports.is_empty() { String::new() } else { format!(" (port {})", ports.join(",")) };
-            out.push(Finding::new("BEHAV_UNDECLARED_HOST", format!("contacted undeclared host {key}{port_s}"), a.seqs.clone()));
+            let port_s = if ports.is_empty() {
+                String::new()
+            } else {
+                format!(" (port {})", ports.join(","))
+            };
+            out.push(Finding::new(
+                "BEHAV_UNDECLARED_HOST",
+                format!("contacted undeclared host {key}{port_s}"),
+                a.seqs.clone(),
+            ));
             undeclared.push((key.clone(), a.seqs.clone()));
         }
         let ports: Vec<u16> = a.ports.iter().copied().collect();
@@ -73,34 +113,61 @@ pub fn host_findings(o: &Observations, statics: &StaticView, ctx: &RunContext, c
             why.retain(|w| !w.starts_with("unusual port"));
         }
         if !why.is_empty() {
-            let key_w = if a.data { "BEHAV_UNTRUSTED_SINK.data" } else { "BEHAV_UNTRUSTED_SINK" };
+            let key_w = if a.data {
+                "BEHAV_UNTRUSTED_SINK.data"
+            } else {
+                "BEHAV_UNTRUSTED_SINK"
+            };
             let data = if a.data { ", data sent" } else { "" };
-            out.push(Finding::keyed(key_w, "BEHAV_UNTRUSTED_SINK", format!("{key}: {}{data}", why.join("; ")), a.seqs.clone()));
+            out.push(Finding::keyed(
+                key_w,
+                "BEHAV_UNTRUSTED_SINK",
+                format!("{key}: {}{data}", why.join("; ")),
+                a.seqs.clone(),
+            ));
         }
     }
     if !undeclared.is_empty() {
         let names: Vec<&str> = undeclared.iter().map(|(h, _)| h.as_str()).collect();
-        let ev = undeclared.iter().flat_map(|(_, s)| s.iter().copied()).collect();
+        let ev = undeclared
+            .iter()
+            .flat_map(|(_, s)| s.iter().copied())
+            .collect();
         out.push(Finding::new(
             "BEHAV_STATIC_DIVERGENCE",
-            format!("contacted hosts the static view does not declare: {}", list(&names)),
+            format!(
+                "contacted hosts the static view does not declare: {}",
+                list(&names)
+            ),
             ev,
         ));
     }
 }
 
-pub fn dns_findings(o: &Observations, statics: &StaticView, cfg: &AnalyseConfig, out: &mut Vec<Finding>) {
+pub fn dns_findings(
+    o: &Observations,
+    statics: &StaticView,
+    cfg: &AnalyseConfig,
+    out: &mut Vec<Finding>,
+) {
     let t = &cfg.thresholds;
-    let mut per_parent: BTreeMap<String, (BTreeSet<String>, Vec<u64>, Option<String>)> = BTreeMap::new();
+    let mut per_parent: BTreeMap<String, DnsParent> = BTreeMap::new();
     for g in o.egress.iter().filter(|g| g.via == "dns") {
         if declared(&g.host.name, statics) {
             continue;
         }
-        let e = per_parent.entry(hosts::parent_domain(&g.host.name)).or_default();
+        let e = per_parent
+            .entry(hosts::parent_domain(&g.host.name))
+            .or_default();
         e.0.insert(g.host.name.clone());
         e.1.push(g.seq);
         if e.2.is_none() {
-            e.2 = hosts::tunnel_label_reason(&g.host.name, t.dns_long_label, t.dns_entropy_x100, t.dns_entropy_min_len);
+            e.2 = hosts::tunnel_label_reason(
+                &g.host.name,
+                t.dns_long_label,
+                t.dns_entropy_x100,
+                t.dns_entropy_min_len,
+            );
         }
     }
     for (parent, (names, seqs, shape)) in per_parent {
@@ -110,49 +177,94 @@ pub fn dns_findings(o: &Observations, statics: &StaticView, cfg: &AnalyseConfig,
             if many {
                 why.push(format!("{} distinct names", names.len()));
             }
-            out.push(Finding::new("BEHAV_DNS_EXFIL", format!("DNS queries under {parent} look like a tunnel: {}", why.join(", ")), seqs));
+            out.push(Finding::new(
+                "BEHAV_DNS_EXFIL",
+                format!(
+                    "DNS queries under {parent} look like a tunnel: {}",
+                    why.join(", ")
+                ),
+                seqs,
+            ));
         }
     }
     for c in o.canaries.iter().filter(|c| c.via_dns && !c.own_service) {
-        let host = c.host.as_ref().map(|h| hosts::parent_domain(&h.name)).unwrap_or_else(|| "unknown".into());
+        let host = c
+            .host
+            .as_ref()
+            .map(|h| hosts::parent_domain(&h.name))
+            .unwrap_or_else(|| "unknown".into());
         out.push(Finding::keyed(
             "BEHAV_DNS_EXFIL.canary",
             "BEHAV_DNS_EXFIL",
-            format!("planted {} left in DNS queries under {host} ({})", c.credential, c.chain.join(" → ")),
+            format!(
+                "planted {} left in DNS queries under {host} ({})",
+                c.credential,
+                c.chain.join(" → ")
+            ),
             vec![c.in_event, c.seq],
         ));
     }
 }
 
 pub fn canary_findings(o: &Observations, statics: &StaticView, out: &mut Vec<Finding>) {
-    let mut groups: BTreeMap<(String, String, bool), (Vec<u64>, Vec<String>)> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, String, bool), (Vec<u64>, Chain)> = BTreeMap::new();
     for c in &o.canaries {
-        let host = c.host.as_ref().map(|h| h.name.clone()).unwrap_or_else(|| "an unknown host".into());
+        let host = c
+            .host
+            .as_ref()
+            .map(|h| h.name.clone())
+            .unwrap_or_else(|| "an unknown host".into());
         if c.host.as_ref().is_some_and(hosts::is_loopback) {
             continue;
         }
-        let g = groups.entry((c.credential.clone(), host, c.own_service)).or_default();
+        let g = groups
+            .entry((c.credential.clone(), host, c.own_service))
+            .or_default();
         g.0.extend([c.seq, c.in_event]);
         if g.1.is_empty() {
             g.1 = c.chain.clone();
         }
     }
     for ((cred, host, own), (seqs, chain)) in groups {
-        let chain = if chain.is_empty() { String::new() } else { format!(" (found via {})", chain.join(" → ")) };
-        if !own {
-            out.push(Finding::new("BEHAV_CANARY_EXFIL", format!("planted {cred} sent to {host}, not its service{chain}"), seqs));
-        } else if declared(&host, statics) {
-            out.push(Finding::new("INFO_CRED_TO_OWN_SERVICE", format!("{cred} sent to its own declared service {host}"), seqs));
+        let chain = if chain.is_empty() {
+            String::new()
         } else {
-            out.push(Finding::new("BEHAV_CRED_ACCESS", format!("{cred} used with its service {host}, which the skill does not declare"), seqs));
+            format!(" (found via {})", chain.join(" → "))
+        };
+        if !own {
+            out.push(Finding::new(
+                "BEHAV_CANARY_EXFIL",
+                format!("planted {cred} sent to {host}, not its service{chain}"),
+                seqs,
+            ));
+        } else if declared(&host, statics) {
+            out.push(Finding::new(
+                "INFO_CRED_TO_OWN_SERVICE",
+                format!("{cred} sent to its own declared service {host}"),
+                seqs,
+            ));
+        } else {
+            out.push(Finding::new(
+                "BEHAV_CRED_ACCESS",
+                format!("{cred} used with its service {host}, which the skill does not declare"),
+                seqs,
+            ));
         }
     }
 }
 
 /// Service hosts of a credential id, from the run context.
 fn service_hosts(ctx: &RunContext, cred: &str) -> Vec<String> {
-    let f = ctx.credential_files.iter().filter(|f| f.credential == cred).flat_map(|f| f.service_hosts.iter());
-    let e = ctx.credential_env.iter().filter(|e| e.credential == cred).flat_map(|e| e.service_hosts.iter());
+    let f = ctx
+        .credential_files
+        .iter()
+        .filter(|f| f.credential == cred)
+        .flat_map(|f| f.service_hosts.iter());
+    let e = ctx
+        .credential_env
+        .iter()
+        .filter(|e| e.credential == cred)
+        .flat_map(|e| e.service_hosts.iter());
     f.chain(e).cloned().collect()
 }
 
@@ -165,10 +277,20 @@ pub fn cred_declared(statics: &StaticView, ctx: &RunContext, cred: &str) -> bool
     if statics.declared_hosts.is_empty() || matches!(cred, "keychain" | "process-environment") {
         return true;
     }
-    service_hosts(ctx, cred).iter().any(|s| statics.declared_hosts.iter().any(|d| hosts::host_matches(&hosts::normalize_host(s).name, d)))
+    service_hosts(ctx, cred).iter().any(|s| {
+        statics
+            .declared_hosts
+            .iter()
+            .any(|d| hosts::host_matches(&hosts::normalize_host(s).name, d))
+    })
 }
 
-pub fn cred_access_findings(o: &Observations, statics: &StaticView, ctx: &RunContext, out: &mut Vec<Finding>) {
+pub fn cred_access_findings(
+    o: &Observations,
+    statics: &StaticView,
+    ctx: &RunContext,
+    out: &mut Vec<Finding>,
+) {
     let mut by_cred: BTreeMap<String, (BTreeSet<String>, Vec<u64>)> = BTreeMap::new();
     for c in o.creds.iter().filter(|c| !c.via.starts_with("egress:")) {
         let e = by_cred.entry(c.credential.clone()).or_default();
@@ -180,7 +302,11 @@ pub fn cred_access_findings(o: &Observations, statics: &StaticView, ctx: &RunCon
             continue;
         }
         let v: Vec<&str> = vias.iter().map(|s| s.as_str()).collect();
-        out.push(Finding::new("BEHAV_CRED_ACCESS", format!("read planted credential {cred} ({})", list(&v)), seqs));
+        out.push(Finding::new(
+            "BEHAV_CRED_ACCESS",
+            format!("read planted credential {cred} ({})", list(&v)),
+            seqs,
+        ));
     }
 }
 
@@ -200,7 +326,12 @@ fn unit(pid: i32, step: Option<u32>) -> Option<Unit> {
 
 /// A process tree that read planted credentials and later sent anything to an undeclared host
 /// that is not the credential's own service: data may have left encrypted or mangled.
-pub fn cred_flow_findings(o: &Observations, statics: &StaticView, ctx: &RunContext, out: &mut Vec<Finding>) {
+pub fn cred_flow_findings(
+    o: &Observations,
+    statics: &StaticView,
+    ctx: &RunContext,
+    out: &mut Vec<Finding>,
+) {
     enum Ev<'a> {
         Cred(u64, Option<Unit>, &'a str),
         Write(u64, Option<Unit>, &'a str),
@@ -256,9 +387,15 @@ pub fn cred_flow_findings(o: &Observations, statics: &StaticView, ctx: &RunConte
                     continue;
                 }
                 // Egress we cannot attribute is judged against any taint (fail closed).
-                let t = if u.is_none() { any_taint.as_ref() } else { tainted.get(u) };
+                let t = if u.is_none() {
+                    any_taint.as_ref()
+                } else {
+                    tainted.get(u)
+                };
                 let Some((first, creds)) = t else { continue };
-                let own = creds.iter().all(|c| hosts::matches_any(&h.name, &service_hosts(ctx, c)));
+                let own = creds
+                    .iter()
+                    .all(|c| hosts::matches_any(&h.name, &service_hosts(ctx, c)));
                 if own {
                     continue;
                 }
@@ -270,7 +407,14 @@ pub fn cred_flow_findings(o: &Observations, statics: &StaticView, ctx: &RunConte
     }
     for (host, (seqs, creds)) in hits {
         let c: Vec<&str> = creds.iter().map(|s| s.as_str()).collect();
-        out.push(Finding::new("BEHAV_CRED_FLOW", format!("process tree that read {} later sent data to undeclared host {host}", list(&c)), seqs));
+        out.push(Finding::new(
+            "BEHAV_CRED_FLOW",
+            format!(
+                "process tree that read {} later sent data to undeclared host {host}",
+                list(&c)
+            ),
+            seqs,
+        ));
     }
 }
 

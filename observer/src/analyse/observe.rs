@@ -6,7 +6,7 @@ use super::hosts::{self, Host};
 use super::paths::{normalize, Layout};
 use crate::report::{FileAccess, PathClass};
 use crate::trace::{Event, EventKind, FileOp, NetOp, Trace};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 #[derive(Debug, Clone)]
 pub struct ExecObs {
@@ -111,10 +111,18 @@ pub fn observe(trace: &Trace, layout: &Layout, events: &[&Event]) -> Observation
             o.pid_step.entry(ev.pid).or_insert(s);
         }
         match &ev.kind {
-            EventKind::Spawn { parent, child, thread: false } => {
+            EventKind::Spawn {
+                parent,
+                child,
+                thread: false,
+            } => {
                 o.parent.entry(*child).or_insert(*parent);
             }
-            EventKind::DnsQuery { name, answer: Some(a), .. } => {
+            EventKind::DnsQuery {
+                name,
+                answer: Some(a),
+                ..
+            } => {
                 for part in a.split([',', ' ', ';']).filter(|p| !p.is_empty()) {
                     let h = hosts::normalize_host(part);
                     if h.ip.is_some() {
@@ -122,10 +130,20 @@ pub fn observe(trace: &Trace, layout: &Layout, events: &[&Event]) -> Observation
                     }
                 }
             }
-            EventKind::Connection { dst_addr, name: Some(n), .. } => {
-                addr_names.insert(hosts::normalize_host(dst_addr).name, hosts::normalize_host(n).name);
+            EventKind::Connection {
+                dst_addr,
+                name: Some(n),
+                ..
+            } => {
+                addr_names.insert(
+                    hosts::normalize_host(dst_addr).name,
+                    hosts::normalize_host(n).name,
+                );
             }
-            EventKind::Net { local_port: Some(p), .. } => {
+            EventKind::Net {
+                local_port: Some(p),
+                ..
+            } => {
                 port_owner.insert(*p, (ev.pid, ev.step));
             }
             _ => {}
@@ -159,10 +177,15 @@ pub fn observe(trace: &Trace, layout: &Layout, events: &[&Event]) -> Observation
     let mut aliases: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
     for ev in events {
         let step = ev.step.or_else(|| o.pid_step.get(&ev.pid).copied());
-        let pid_cwd = cwd.get(&ev.pid).cloned().or_else(|| {
-            o.parent.get(&ev.pid).and_then(|p| cwd.get(p).cloned())
-        });
-        let file = |path: &str, access: FileAccess, failed: bool, flags: &[String], o: &mut Observations| {
+        let pid_cwd = cwd
+            .get(&ev.pid)
+            .cloned()
+            .or_else(|| o.parent.get(&ev.pid).and_then(|p| cwd.get(p).cloned()));
+        let file = |path: &str,
+                    access: FileAccess,
+                    failed: bool,
+                    flags: &[String],
+                    o: &mut Observations| {
             let path = normalize(path, pid_cwd.as_deref());
             let class = layout.classify(&path);
             o.files.push(FileObs {
@@ -177,14 +200,27 @@ pub fn observe(trace: &Trace, layout: &Layout, events: &[&Event]) -> Observation
             });
         };
         match &ev.kind {
-            EventKind::Exec { path, argv, cwd: c, exe, result } => {
+            EventKind::Exec {
+                path,
+                argv,
+                cwd: c,
+                exe,
+                result,
+            } => {
                 let ok = result.ret.is_none_or(|r| r >= 0);
-                let base = if c.is_empty() { pid_cwd.clone() } else { Some(normalize(c, None)) };
+                let base = if c.is_empty() {
+                    pid_cwd.clone()
+                } else {
+                    Some(normalize(c, None))
+                };
                 let program = normalize(exe.as_deref().unwrap_or(path), base.as_deref());
                 if ok {
                     if let Some(b) = &base {
                         cwd.insert(ev.pid, b.clone());
                     }
+                }
+                if ok {
+                    keychain(&mut o, ev, step, &super::exec::basename(&program), argv);
                 }
                 o.execs.push(ExecObs {
                     seq: ev.seq,
@@ -198,16 +234,29 @@ pub fn observe(trace: &Trace, layout: &Layout, events: &[&Event]) -> Observation
                     execution: true,
                 });
             }
-            EventKind::Open { path, flags, write, result, .. } => {
-                let failed = !result.ret.is_none_or(|r| r >= 0);
+            EventKind::Open {
+                path,
+                flags,
+                write,
+                result,
+                ..
+            } => {
+                let failed = result.ret.is_some_and(|r| r < 0);
                 let enoent = result.err.as_deref() == Some("ENOENT");
                 let is_dir = flags.iter().any(|f| f == "O_DIRECTORY");
                 let creat = flags.iter().any(|f| f == "O_CREAT");
-                let write = *write || flags.iter().any(|f| f == "O_WRONLY" || f == "O_RDWR" || f == "O_TRUNC");
+                let write = *write
+                    || flags
+                        .iter()
+                        .any(|f| f == "O_WRONLY" || f == "O_RDWR" || f == "O_TRUNC");
                 if write {
-                    let access = if creat { FileAccess::Create } else { FileAccess::Write };
+                    let access = if creat {
+                        FileAccess::Create
+                    } else {
+                        FileAccess::Write
+                    };
                     file(path, access, failed, flags, &mut o);
-                } else if !is_dir && !(failed && enoent) {
+                } else if !(is_dir || failed && enoent) {
                     file(path, FileAccess::Read, failed, flags, &mut o);
                 }
                 if !write && !is_dir {
@@ -215,27 +264,37 @@ pub fn observe(trace: &Trace, layout: &Layout, events: &[&Event]) -> Observation
                     cred_read(&mut o, layout, &aliases, ev, step, &np);
                 }
             }
-            EventKind::FileOp { op, path, path2, result, .. } => {
-                let failed = !result.ret.is_none_or(|r| r >= 0);
+            EventKind::FileOp {
+                op,
+                path,
+                path2,
+                result,
+                ..
+            } => {
+                let failed = result.ret.is_some_and(|r| r < 0);
                 let second = path2.as_deref();
                 match op {
-                    FileOp::Unlink | FileOp::Rmdir => file(path, FileAccess::Delete, failed, &[], &mut o),
+                    FileOp::Unlink | FileOp::Rmdir => {
+                        file(path, FileAccess::Delete, failed, &[], &mut o)
+                    }
                     FileOp::Mkdir => file(path, FileAccess::Mkdir, failed, &[], &mut o),
                     FileOp::Chmod => file(path, FileAccess::Chmod, failed, &[], &mut o),
                     FileOp::Chown => file(path, FileAccess::Chown, failed, &[], &mut o),
                     FileOp::Truncate => file(path, FileAccess::Truncate, failed, &[], &mut o),
-                    FileOp::Rename | FileOp::Link | FileOp::Symlink => {
-                        let (src_access, dst_access) = match op {
-                            FileOp::Rename => (Some(FileAccess::RenameFrom), FileAccess::RenameTo),
-                            FileOp::Link => (None, FileAccess::Link),
-                            _ => (None, FileAccess::Symlink),
-                        };
-                        if let Some(a) = src_access {
-                            file(path, a, failed, &[], &mut o);
+                    // symlink: `path` is the new link, `path2` only the target string.
+                    FileOp::Symlink => file(path, FileAccess::Symlink, failed, &[], &mut o),
+                    // rename/link: `path` is the existing name, `path2` the new one.
+                    FileOp::Rename | FileOp::Link => {
+                        if *op == FileOp::Rename {
+                            file(path, FileAccess::RenameFrom, failed, &[], &mut o);
                         }
-                        // path = existing file / link target, path2 = the new name (docs/report-format.md)
                         let dst = second.unwrap_or(path);
-                        file(dst, dst_access, failed, &[], &mut o);
+                        let access = if *op == FileOp::Rename {
+                            FileAccess::RenameTo
+                        } else {
+                            FileAccess::Link
+                        };
+                        file(dst, access, failed, &[], &mut o);
                         let src = normalize(path, pid_cwd.as_deref());
                         let dst_n = normalize(dst, pid_cwd.as_deref());
                         let cred = layout
@@ -243,7 +302,8 @@ pub fn observe(trace: &Trace, layout: &Layout, events: &[&Event]) -> Observation
                             .map(|(_, c, h)| (c.clone(), h.clone()))
                             .or_else(|| aliases.get(&src).cloned());
                         if let (Some(c), Some(_)) = (cred, second) {
-                            // Moving or linking a credential is access; later reads of the new name are too.
+                            // Moving or hard-linking a credential is access; later reads of the new
+                            // name are too (the kernel reports the link's own path on open).
                             o.creds.push(CredObs {
                                 seq: ev.seq,
                                 pid: ev.pid,
@@ -256,17 +316,29 @@ pub fn observe(trace: &Trace, layout: &Layout, events: &[&Event]) -> Observation
                     }
                 }
             }
-            EventKind::Net { op, family, addr, port, bytes, .. } => {
+            EventKind::Net {
+                op,
+                family,
+                addr,
+                port,
+                bytes,
+                ..
+            } => {
                 if family == "unix" {
                     if let Some(a) = addr {
-                        o.unix.push(UnixObs { seq: ev.seq, path: a.clone() });
+                        o.unix.push(UnixObs {
+                            seq: ev.seq,
+                            path: a.clone(),
+                        });
                     }
                     continue;
                 }
                 if !matches!(op, NetOp::Connect | NetOp::Sendto | NetOp::Sendmsg) {
                     continue;
                 }
-                let (Some(a), true) = (addr, family == "inet" || family == "inet6") else { continue };
+                let (Some(a), true) = (addr, family == "inet" || family == "inet6") else {
+                    continue;
+                };
                 let h = resolve(a);
                 if hosts::is_loopback(&h) {
                     continue;
@@ -287,13 +359,18 @@ pub fn observe(trace: &Trace, layout: &Layout, events: &[&Event]) -> Observation
                     data: bytes.unwrap_or(0) > 0,
                 });
             }
-            EventKind::DnsQuery { name, .. } => {
-                if !hosts::is_local_dns_name(name) {
-                    let (pid, step) = (ev.pid, step);
-                    o.egress.push(egress(ev.seq, pid, step, hosts::normalize_host(name), None, None, "dns", None, false));
-                }
+            EventKind::DnsQuery { name, .. } if !hosts::is_local_dns_name(name) => {
+                let host = hosts::normalize_host(name);
+                let obs = egress(ev.seq, ev.pid, step, host, None, None, "dns", None, false);
+                o.egress.push(obs);
             }
-            EventKind::Connection { dst_addr, dst_port, src_port, name, .. } => {
+            EventKind::Connection {
+                dst_addr,
+                dst_port,
+                src_port,
+                name,
+                ..
+            } => {
                 let h = match name {
                     Some(n) => hosts::normalize_host(n),
                     None => resolve(dst_addr),
@@ -301,52 +378,146 @@ pub fn observe(trace: &Trace, layout: &Layout, events: &[&Event]) -> Observation
                 if hosts::is_loopback(&h) {
                     continue;
                 }
-                let (pid, step) = attribute(ev, step, src_port.and_then(|p| port_owner.get(&p).copied()));
-                o.egress.push(egress(ev.seq, pid, step, h, Some(dst_addr.clone()), Some(*dst_port), "connection", None, false));
+                let (pid, step) =
+                    attribute(ev, step, src_port.and_then(|p| port_owner.get(&p).copied()));
+                o.egress.push(egress(
+                    ev.seq,
+                    pid,
+                    step,
+                    h,
+                    Some(dst_addr.clone()),
+                    Some(*dst_port),
+                    "connection",
+                    None,
+                    false,
+                ));
             }
-            EventKind::HttpRequest { url, host, body_size, .. } => {
-                let h = if host.is_empty() { hosts::normalize_host(url) } else { hosts::normalize_host(host) };
+            EventKind::HttpRequest {
+                url,
+                host,
+                body_size,
+                ..
+            } => {
+                let h = if host.is_empty() {
+                    hosts::normalize_host(url)
+                } else {
+                    hosts::normalize_host(host)
+                };
                 if hosts::is_loopback(&h) {
                     continue;
                 }
                 let data = *body_size > 0 || url.contains('?');
-                o.egress.push(egress(ev.seq, ev.pid, step, h, None, url_port(url), "http", Some(url.clone()), data));
+                o.egress.push(egress(
+                    ev.seq,
+                    ev.pid,
+                    step,
+                    h,
+                    None,
+                    url_port(url),
+                    "http",
+                    Some(url.clone()),
+                    data,
+                ));
             }
-            EventKind::TlsHandshake { sni: Some(sni), bytes_out, intercepted, .. } => {
+            EventKind::TlsHandshake {
+                sni: Some(sni),
+                bytes_out,
+                intercepted,
+                ..
+            } => {
                 let h = hosts::normalize_host(sni);
                 if !hosts::is_loopback(&h) {
                     let data = !intercepted && *bytes_out > TLS_HANDSHAKE_BYTES;
-                    o.egress.push(egress(ev.seq, ev.pid, step, h, None, None, "tls", None, data));
+                    o.egress.push(egress(
+                        ev.seq, ev.pid, step, h, None, None, "tls", None, data,
+                    ));
                 }
             }
-            EventKind::Stream { dst_addr, dst_port, bytes_out, .. } => {
+            EventKind::Stream {
+                dst_addr,
+                dst_port,
+                bytes_out,
+                ..
+            } => {
                 let h = resolve(dst_addr);
                 if !hosts::is_loopback(&h) {
-                    o.egress.push(egress(ev.seq, ev.pid, step, h, Some(dst_addr.clone()), Some(*dst_port), "stream", None, *bytes_out > 0));
+                    o.egress.push(egress(
+                        ev.seq,
+                        ev.pid,
+                        step,
+                        h,
+                        Some(dst_addr.clone()),
+                        Some(*dst_port),
+                        "stream",
+                        None,
+                        *bytes_out > 0,
+                    ));
                 }
             }
             EventKind::Shim { program, argv } => {
                 let prog = program.rsplit('/').next().unwrap_or(program).to_string();
-                let sub = argv.iter().skip(1).find(|a| !a.starts_with('-')).cloned().unwrap_or_default();
-                if prog == "security" && (sub.starts_with("find-") || sub.starts_with("dump-") || sub == "export") {
-                    o.creds.push(CredObs { seq: ev.seq, pid: ev.pid, step, credential: "keychain".into(), via: format!("keychain:{sub}") });
-                }
+                keychain(&mut o, ev, step, &prog, argv);
                 o.shims.push((ev.seq, prog, argv.clone()));
             }
             _ => {}
         }
     }
-    canaries(&mut o, trace, events, &addr_names);
+    super::canary::canaries(&mut o, trace, events, &addr_names);
     o
 }
 
+/// `security find-generic-password …` and friends read the macOS keychain (shim or real binary).
+fn keychain(o: &mut Observations, ev: &Event, step: Option<u32>, prog: &str, argv: &[String]) {
+    let sub = argv
+        .iter()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .cloned()
+        .unwrap_or_default();
+    if prog == "security"
+        && (sub.starts_with("find-") || sub.starts_with("dump-") || sub == "export")
+    {
+        o.creds.push(CredObs {
+            seq: ev.seq,
+            pid: ev.pid,
+            step,
+            credential: "keychain".into(),
+            via: format!("keychain:{sub}"),
+        });
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
-fn egress(seq: u64, pid: i32, step: Option<u32>, host: Host, addr: Option<String>, port: Option<u16>, via: &'static str, url: Option<String>, data: bool) -> EgressObs {
-    EgressObs { seq, pid, step, host, addr, port, via, url, data }
+fn egress(
+    seq: u64,
+    pid: i32,
+    step: Option<u32>,
+    host: Host,
+    addr: Option<String>,
+    port: Option<u16>,
+    via: &'static str,
+    url: Option<String>,
+    data: bool,
+) -> EgressObs {
+    EgressObs {
+        seq,
+        pid,
+        step,
+        host,
+        addr,
+        port,
+        via,
+        url,
+        data,
+    }
 }
 
 /// Egress seen by the proxy may lack the pid; the tracer's connect with the same source port has it.
-fn attribute(ev: &Event, step: Option<u32>, owner: Option<(i32, Option<u32>)>) -> (i32, Option<u32>) {
+fn attribute(
+    ev: &Event,
+    step: Option<u32>,
+    owner: Option<(i32, Option<u32>)>,
+) -> (i32, Option<u32>) {
     match owner {
         Some((pid, s)) if ev.pid <= 0 => (pid, s.or(step)),
         _ => (ev.pid, step),
@@ -370,82 +541,45 @@ fn url_port(url: &str) -> Option<u16> {
     }
 }
 
-fn cred_read(o: &mut Observations, layout: &Layout, aliases: &BTreeMap<String, (String, Vec<String>)>, ev: &Event, step: Option<u32>, path: &str) {
+fn cred_read(
+    o: &mut Observations,
+    layout: &Layout,
+    aliases: &BTreeMap<String, (String, Vec<String>)>,
+    ev: &Event,
+    step: Option<u32>,
+    path: &str,
+) {
     if let Some((p, c, _)) = layout.credential_for(path) {
-        o.creds.push(CredObs { seq: ev.seq, pid: ev.pid, step, credential: c.clone(), via: format!("file:{p}") });
+        o.creds.push(CredObs {
+            seq: ev.seq,
+            pid: ev.pid,
+            step,
+            credential: c.clone(),
+            via: format!("file:{p}"),
+        });
     } else if let Some((c, _)) = aliases.get(path) {
-        o.creds.push(CredObs { seq: ev.seq, pid: ev.pid, step, credential: c.clone(), via: format!("file:{path} (alias)") });
+        o.creds.push(CredObs {
+            seq: ev.seq,
+            pid: ev.pid,
+            step,
+            credential: c.clone(),
+            via: format!("file:{path} (alias)"),
+        });
     } else if let Some(rest) = path.strip_prefix("/proc/") {
         let parts: Vec<&str> = rest.split('/').collect();
-        if parts.len() == 2 && parts[1] == "environ" && parts[0].bytes().all(|b| b.is_ascii_digit()) {
+        if parts.len() == 2 && parts[1] == "environ" && parts[0].bytes().all(|b| b.is_ascii_digit())
+        {
             let n: i32 = parts[0].parse().unwrap_or(-1);
             let own = n == ev.pid || Some(n) == ev.vpid || Some(n) == ev.tid;
             if !own {
-                o.creds.push(CredObs { seq: ev.seq, pid: ev.pid, step, credential: "process-environment".into(), via: format!("environ:{path}") });
+                o.creds.push(CredObs {
+                    seq: ev.seq,
+                    pid: ev.pid,
+                    step,
+                    credential: "process-environment".into(),
+                    via: format!("environ:{path}"),
+                });
             }
         }
-    }
-}
-
-fn canaries(o: &mut Observations, trace: &Trace, events: &[&Event], addr_names: &HashMap<String, String>) {
-    let by_seq: HashMap<u64, &Event> = events.iter().map(|e| (e.seq, *e)).collect();
-    let ctx = &trace.header.context;
-    for ev in events {
-        let EventKind::CanaryHit { canary, credential, chain, in_event, host, service_hosts } = &ev.kind else {
-            continue;
-        };
-        let src = by_seq.get(in_event);
-        let derived: Option<String> = src.and_then(|e| match &e.kind {
-            EventKind::HttpRequest { host, url, .. } => Some(if host.is_empty() { url.clone() } else { host.clone() }),
-            EventKind::DnsQuery { name, .. } => Some(name.clone()),
-            EventKind::TlsHandshake { sni, .. } => sni.clone(),
-            EventKind::Connection { name, dst_addr, .. } => Some(name.clone().unwrap_or(dst_addr.clone())),
-            EventKind::Stream { dst_addr, .. } => Some(dst_addr.clone()),
-            EventKind::Net { addr, .. } => addr.clone(),
-            _ => None,
-        });
-        // Prefer what the carrying event says over the hit's own label: it is the wire truth.
-        let h = derived.or(host.clone()).map(|raw| {
-            let h = hosts::normalize_host(&raw);
-            match addr_names.get(&h.name) {
-                Some(n) => hosts::normalize_host(n),
-                None => h,
-            }
-        });
-        let mut svc: BTreeSet<String> = service_hosts.iter().map(|s| hosts::normalize_host(s).name).collect();
-        for f in &ctx.credential_files {
-            if &f.credential == credential {
-                svc.extend(f.service_hosts.iter().map(|s| hosts::normalize_host(s).name));
-            }
-        }
-        for e in &ctx.credential_env {
-            if &e.credential == credential {
-                svc.extend(e.service_hosts.iter().map(|s| hosts::normalize_host(s).name));
-            }
-        }
-        svc.remove("");
-        let svc: Vec<String> = svc.into_iter().collect();
-        let own_service = h.as_ref().is_some_and(|h| hosts::matches_any(&h.name, &svc));
-        let via_dns = src.is_some_and(|e| matches!(e.kind, EventKind::DnsQuery { .. }))
-            || chain.iter().any(|c| c.to_ascii_lowercase().contains("dns"));
-        let (pid, step) = src.map(|e| (e.pid, e.step)).unwrap_or((ev.pid, ev.step));
-        o.creds.push(CredObs {
-            seq: ev.seq,
-            pid,
-            step,
-            credential: credential.clone(),
-            via: format!("egress:{}", h.as_ref().map(|h| h.name.as_str()).unwrap_or("unknown host")),
-        });
-        o.canaries.push(CanaryObs {
-            seq: ev.seq,
-            canary: canary.clone(),
-            credential: credential.clone(),
-            chain: chain.clone(),
-            in_event: *in_event,
-            host: h,
-            service_hosts: svc,
-            own_service,
-            via_dns,
-        });
     }
 }

@@ -30,8 +30,14 @@ pub fn normalize(path: &str, cwd: Option<&str>) -> String {
         if parts.len() == 3 && parts[0] == "proc" && is_pid_ref(&parts[1]) {
             if parts[2] == "root" {
                 parts.clear();
-            } else if let (true, Some(cwd)) = (parts[2] == "cwd", cwd.filter(|c| c.starts_with('/'))) {
-                parts = cwd.split('/').filter(|p| !p.is_empty() && *p != ".").map(String::from).collect();
+            } else if let (true, Some(cwd)) =
+                (parts[2] == "cwd", cwd.filter(|c| c.starts_with('/')))
+            {
+                parts = cwd
+                    .split('/')
+                    .filter(|p| !p.is_empty() && *p != ".")
+                    .map(String::from)
+                    .collect();
             }
         }
     }
@@ -59,67 +65,190 @@ pub struct Layout {
 }
 
 const SHELL_STARTUP_HOME: &[&str] = &[
-    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".bash_aliases", ".profile",
-    ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout", ".kshrc", ".mkshrc", ".cshrc",
-    ".tcshrc", ".config/fish", ".config/nushell", ".xprofile", ".xsessionrc", ".xinitrc",
-    ".pam_environment", ".config/environment.d",
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".bash_aliases",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".zlogout",
+    ".kshrc",
+    ".mkshrc",
+    ".cshrc",
+    ".tcshrc",
+    ".config/fish",
+    ".config/nushell",
+    ".xprofile",
+    ".xsessionrc",
+    ".xinitrc",
+    ".pam_environment",
+    ".config/environment.d",
 ];
 const SHELL_STARTUP_SYS: &[&str] = &[
-    "/etc/profile", "/etc/profile.d", "/etc/bash.bashrc", "/etc/bashrc", "/etc/zshrc", "/etc/zsh",
-    "/etc/zprofile", "/etc/zshenv", "/etc/environment", "/etc/fish", "/etc/ld.so.preload",
+    "/etc/profile",
+    "/etc/profile.d",
+    "/etc/bash.bashrc",
+    "/etc/bashrc",
+    "/etc/zshrc",
+    "/etc/zsh",
+    "/etc/zprofile",
+    "/etc/zshenv",
+    "/etc/environment",
+    "/etc/fish",
+    "/etc/ld.so.preload",
 ];
 const SCHEDULER_HOME: &[&str] = &[
-    ".config/systemd/user", ".local/share/systemd/user", ".config/autostart", "Library/LaunchAgents",
-    ".config/upstart", ".kde/Autostart", ".config/plasma-workspace/env",
+    ".config/systemd/user",
+    ".local/share/systemd/user",
+    ".config/autostart",
+    "Library/LaunchAgents",
+    ".config/upstart",
+    ".kde/Autostart",
+    ".config/plasma-workspace/env",
 ];
 const SCHEDULER_SYS: &[&str] = &[
-    "/etc/crontab", "/etc/cron.d", "/etc/cron.hourly", "/etc/cron.daily", "/etc/cron.weekly",
-    "/etc/cron.monthly", "/etc/anacrontab", "/var/spool/cron", "/var/spool/at", "/etc/systemd",
-    "/lib/systemd/system", "/usr/lib/systemd", "/etc/init.d", "/etc/rc.local", "/etc/xdg/autostart",
-    "/Library/LaunchAgents", "/Library/LaunchDaemons", "/System/Library/LaunchDaemons",
-    "/System/Library/LaunchAgents", "/var/at/tabs", "/usr/lib/cron/tabs", "/private/var/at/tabs",
-    "/etc/periodic", "/etc/launchd.conf",
+    "/etc/crontab",
+    "/etc/cron.d",
+    "/etc/cron.hourly",
+    "/etc/cron.daily",
+    "/etc/cron.weekly",
+    "/etc/cron.monthly",
+    "/etc/anacrontab",
+    "/var/spool/cron",
+    "/var/spool/at",
+    "/etc/systemd",
+    "/lib/systemd/system",
+    "/usr/lib/systemd",
+    "/etc/init.d",
+    "/etc/rc.local",
+    "/etc/xdg/autostart",
+    "/Library/LaunchAgents",
+    "/Library/LaunchDaemons",
+    "/System/Library/LaunchDaemons",
+    "/System/Library/LaunchAgents",
+    "/var/at/tabs",
+    "/usr/lib/cron/tabs",
+    "/private/var/at/tabs",
+    "/etc/periodic",
+    "/etc/launchd.conf",
 ];
 const PACKAGE_CONFIG_HOME: &[&str] = &[
-    ".npmrc", ".yarnrc", ".yarnrc.yml", ".bunfig.toml", ".pip/pip.conf", ".config/pip/pip.conf",
-    "Library/Application Support/pip/pip.conf", ".pydistutils.cfg", ".condarc",
-    ".config/uv/uv.toml", ".cargo/config", ".cargo/config.toml", ".gemrc", ".bundle/config",
-    ".m2/settings.xml", ".gradle/gradle.properties", ".gradle/init.d", ".gitconfig",
-    ".config/git/config", ".nuget/NuGet/NuGet.Config", ".config/NuGet/NuGet.Config",
-    ".composer/config.json", ".config/composer/config.json", ".docker/config.json",
+    ".npmrc",
+    ".yarnrc",
+    ".yarnrc.yml",
+    ".bunfig.toml",
+    ".pip/pip.conf",
+    ".config/pip/pip.conf",
+    "Library/Application Support/pip/pip.conf",
+    ".pydistutils.cfg",
+    ".condarc",
+    ".config/uv/uv.toml",
+    ".cargo/config",
+    ".cargo/config.toml",
+    ".gemrc",
+    ".bundle/config",
+    ".m2/settings.xml",
+    ".gradle/gradle.properties",
+    ".gradle/init.d",
+    ".gitconfig",
+    ".config/git/config",
+    ".nuget/NuGet/NuGet.Config",
+    ".config/NuGet/NuGet.Config",
+    ".composer/config.json",
+    ".config/composer/config.json",
+    ".docker/config.json",
 ];
 const PACKAGE_CONFIG_SYS: &[&str] = &[
-    "/etc/pip.conf", "/etc/xdg/pip/pip.conf", "/etc/npmrc", "/usr/etc/npmrc", "/etc/gitconfig",
-    "/etc/gemrc", "/etc/conda/.condarc", "/etc/apt/sources.list", "/etc/apt/sources.list.d",
-    "/etc/yum.repos.d", "/etc/hosts", "/etc/resolv.conf",
+    "/etc/pip.conf",
+    "/etc/xdg/pip/pip.conf",
+    "/etc/npmrc",
+    "/usr/etc/npmrc",
+    "/etc/gitconfig",
+    "/etc/gemrc",
+    "/etc/conda/.condarc",
+    "/etc/apt/sources.list",
+    "/etc/apt/sources.list.d",
+    "/etc/yum.repos.d",
+    "/etc/hosts",
+    "/etc/resolv.conf",
 ];
 /// Package configuration in a project root: points the project's installs at another index.
 const PACKAGE_CONFIG_WS: &[&str] = &[
-    ".npmrc", ".yarnrc", ".yarnrc.yml", "bunfig.toml", "pip.conf", ".pip/pip.conf", ".condarc",
-    ".cargo/config", ".cargo/config.toml",
+    ".npmrc",
+    ".yarnrc",
+    ".yarnrc.yml",
+    "bunfig.toml",
+    "pip.conf",
+    ".pip/pip.conf",
+    ".condarc",
+    ".cargo/config",
+    ".cargo/config.toml",
 ];
 const AGENT_HOME: &[&str] = &[
-    ".claude", ".claude.json", ".codex", ".cursor", ".gemini", ".continue", ".config/claude",
-    ".config/codex", ".aider.conf.yml", ".windsurf", ".codeium",
+    ".claude",
+    ".claude.json",
+    ".codex",
+    ".cursor",
+    ".gemini",
+    ".continue",
+    ".config/claude",
+    ".config/codex",
+    ".aider.conf.yml",
+    ".windsurf",
+    ".codeium",
 ];
 /// Agent settings, hooks and memory inside a project: read by the agent on its next session.
 const AGENT_WS: &[&str] = &[
-    ".claude", ".codex", ".cursor", ".gemini", ".mcp.json", "CLAUDE.md", "CLAUDE.local.md",
-    "AGENTS.md", "GEMINI.md", ".cursorrules", ".windsurfrules", ".github/copilot-instructions.md",
+    ".claude",
+    ".codex",
+    ".cursor",
+    ".gemini",
+    ".mcp.json",
+    "CLAUDE.md",
+    "CLAUDE.local.md",
+    "AGENTS.md",
+    "GEMINI.md",
+    ".cursorrules",
+    ".windsurfrules",
+    ".github/copilot-instructions.md",
 ];
 const SKILLS_ROOTS_HOME: &[&str] = &[
-    ".claude/skills", ".codex/skills", ".agents/skills", ".config/claude/skills", ".gemini/skills",
+    ".claude/skills",
+    ".codex/skills",
+    ".agents/skills",
+    ".config/claude/skills",
+    ".gemini/skills",
 ];
 const DOCUMENTS_HOME: &[&str] = &[
-    "Documents", "Desktop", "Downloads", "Pictures", "Photos", "Music", "Movies", "Videos",
-    "Calendar", "Public", "Library/Mobile Documents",
+    "Documents",
+    "Desktop",
+    "Downloads",
+    "Pictures",
+    "Photos",
+    "Music",
+    "Movies",
+    "Videos",
+    "Calendar",
+    "Public",
+    "Library/Mobile Documents",
 ];
 const CACHE_HOME: &[&str] = &[".cache", "Library/Caches", ".npm/_cacache", ".npm/_logs"];
 
 impl Layout {
     pub fn from_context(ctx: &RunContext, os: &str) -> Layout {
-        let ci = os.to_ascii_lowercase().contains("darwin") || os.to_ascii_lowercase().contains("mac");
-        let n = |p: &str| if p.is_empty() { String::new() } else { normalize(p, None) };
+        let ci =
+            os.to_ascii_lowercase().contains("darwin") || os.to_ascii_lowercase().contains("mac");
+        let n = |p: &str| {
+            if p.is_empty() {
+                String::new()
+            } else {
+                normalize(p, None)
+            }
+        };
         let home = n(&ctx.home);
         let workspace = n(&ctx.workspace);
         let skill_dir = n(&ctx.skill_dir);
@@ -184,7 +313,10 @@ impl Layout {
     }
 
     fn under_home_list(&self, path: &str, rels: &[&str]) -> bool {
-        !self.home.is_empty() && rels.iter().any(|r| self.under(path, &format!("{}/{r}", self.home)))
+        !self.home.is_empty()
+            && rels
+                .iter()
+                .any(|r| self.under(path, &format!("{}/{r}", self.home)))
     }
 
     fn under_list(&self, path: &str, abs: &[&str]) -> bool {
@@ -212,7 +344,8 @@ impl Layout {
             PathClass::Credential
         } else if self.in_skill(path) {
             PathClass::SkillOwn
-        } else if self.under_any(path, &self.other_skill_dirs) || self.under_any(path, &self.skills_roots)
+        } else if self.under_any(path, &self.other_skill_dirs)
+            || self.under_any(path, &self.skills_roots)
         {
             PathClass::OtherSkill
         } else if self.under_any(path, &self.agent_paths) {
@@ -221,13 +354,20 @@ impl Layout {
             PathClass::Temp
         } else if self.in_workspace(path) {
             PathClass::Workspace
-        } else if self.under_home_list(path, SHELL_STARTUP_HOME) || self.under_list(path, SHELL_STARTUP_SYS) {
+        } else if self.under_home_list(path, SHELL_STARTUP_HOME)
+            || self.under_list(path, SHELL_STARTUP_SYS)
+        {
             PathClass::ShellStartup
-        } else if self.under_home_list(path, SCHEDULER_HOME) || self.under_list(path, SCHEDULER_SYS) {
+        } else if self.under_home_list(path, SCHEDULER_HOME) || self.under_list(path, SCHEDULER_SYS)
+        {
             PathClass::Scheduler
         } else if self.is_package_config(path) {
             PathClass::PackageConfig
-        } else if self.path_dirs.iter().any(|d| self.under(path, d) && path.len() > d.len()) {
+        } else if self
+            .path_dirs
+            .iter()
+            .any(|d| self.under(path, d) && path.len() > d.len())
+        {
             PathClass::PathDir
         } else if self.under_home_list(path, DOCUMENTS_HOME) {
             PathClass::UserDocument
@@ -271,7 +411,8 @@ impl Layout {
         if lower.contains("/.config/git/hooks/") || lower.contains("/.githooks/") {
             return Some("git hook");
         }
-        if outside && (file.ends_with(".pth") || file == "sitecustomize.py" || file == "usercustomize.py")
+        if outside
+            && (file.ends_with(".pth") || file == "sitecustomize.py" || file == "usercustomize.py")
         {
             return Some("python startup hook (.pth / sitecustomize)");
         }
@@ -287,7 +428,8 @@ impl Layout {
                 }
             }
         }
-        if class == PathClass::AgentSettings && (lower.contains("/hooks/") || lower.contains("/hooks.json"))
+        if class == PathClass::AgentSettings
+            && (lower.contains("/hooks/") || lower.contains("/hooks.json"))
         {
             return Some("agent hook");
         }
@@ -301,7 +443,11 @@ mod tests {
     use crate::trace::CredentialFile;
 
     fn layout(os: &str) -> Layout {
-        let home = if os == "darwin-sim" { "/Users/alice" } else { "/home/alice" };
+        let home = if os == "darwin-sim" {
+            "/Users/alice"
+        } else {
+            "/home/alice"
+        };
         let ctx = RunContext {
             home: home.into(),
             workspace: format!("{home}/project"),
@@ -322,12 +468,30 @@ mod tests {
 
     #[test]
     fn normalises_evasive_spellings() {
-        assert_eq!(normalize("/home/alice/project/../.bashrc", None), "/home/alice/.bashrc");
-        assert_eq!(normalize("/home//alice/./.bashrc", None), "/home/alice/.bashrc");
-        assert_eq!(normalize("/proc/self/root/home/alice/.bashrc", None), "/home/alice/.bashrc");
-        assert_eq!(normalize("/proc/1/root/proc/self/root/etc/cron.d/x", None), "/etc/cron.d/x");
-        assert_eq!(normalize("../.zshrc", Some("/home/alice/project")), "/home/alice/.zshrc");
-        assert_eq!(normalize("/proc/self/cwd/../.profile", Some("/home/alice/project")), "/home/alice/.profile");
+        assert_eq!(
+            normalize("/home/alice/project/../.bashrc", None),
+            "/home/alice/.bashrc"
+        );
+        assert_eq!(
+            normalize("/home//alice/./.bashrc", None),
+            "/home/alice/.bashrc"
+        );
+        assert_eq!(
+            normalize("/proc/self/root/home/alice/.bashrc", None),
+            "/home/alice/.bashrc"
+        );
+        assert_eq!(
+            normalize("/proc/1/root/proc/self/root/etc/cron.d/x", None),
+            "/etc/cron.d/x"
+        );
+        assert_eq!(
+            normalize("../.zshrc", Some("/home/alice/project")),
+            "/home/alice/.zshrc"
+        );
+        assert_eq!(
+            normalize("/proc/self/cwd/../.profile", Some("/home/alice/project")),
+            "/home/alice/.profile"
+        );
         assert_eq!(normalize("/../../etc/passwd", None), "/etc/passwd");
         assert_eq!(normalize("/proc/12/environ", None), "/proc/12/environ");
     }
@@ -338,20 +502,41 @@ mod tests {
         let c = |p: &str| l.classify(&normalize(p, None));
         assert_eq!(c("/home/alice/project/src/main.rs"), PathClass::Workspace);
         assert_eq!(c("/tmp/x"), PathClass::Temp);
-        assert_eq!(c("/home/alice/.claude/skills/demo/scripts/run.py"), PathClass::SkillOwn);
-        assert_eq!(c("/home/alice/.claude/skills/sibling/SKILL.md"), PathClass::OtherSkill);
-        assert_eq!(c("/home/alice/.claude/skills/newly-dropped/SKILL.md"), PathClass::OtherSkill);
-        assert_eq!(c("/home/alice/.claude/settings.json"), PathClass::AgentSettings);
-        assert_eq!(c("/home/alice/project/.claude/settings.local.json"), PathClass::AgentSettings);
+        assert_eq!(
+            c("/home/alice/.claude/skills/demo/scripts/run.py"),
+            PathClass::SkillOwn
+        );
+        assert_eq!(
+            c("/home/alice/.claude/skills/sibling/SKILL.md"),
+            PathClass::OtherSkill
+        );
+        assert_eq!(
+            c("/home/alice/.claude/skills/newly-dropped/SKILL.md"),
+            PathClass::OtherSkill
+        );
+        assert_eq!(
+            c("/home/alice/.claude/settings.json"),
+            PathClass::AgentSettings
+        );
+        assert_eq!(
+            c("/home/alice/project/.claude/settings.local.json"),
+            PathClass::AgentSettings
+        );
         assert_eq!(c("/home/alice/project/CLAUDE.md"), PathClass::AgentSettings);
         assert_eq!(c("/home/alice/.bashrc"), PathClass::ShellStartup);
         assert_eq!(c("/home/alice/project/../.bashrc"), PathClass::ShellStartup);
-        assert_eq!(c("/home/alice/.config/systemd/user/x.service"), PathClass::Scheduler);
+        assert_eq!(
+            c("/home/alice/.config/systemd/user/x.service"),
+            PathClass::Scheduler
+        );
         assert_eq!(c("/var/spool/cron/crontabs/alice"), PathClass::Scheduler);
         assert_eq!(c("/home/alice/.local/bin/git"), PathClass::PathDir);
         assert_eq!(c("/usr/bin/git"), PathClass::PathDir);
         assert_eq!(c("/home/alice/.ssh/id_ed25519"), PathClass::Credential);
-        assert_eq!(c("/home/alice/Documents/taxes.xlsx"), PathClass::UserDocument);
+        assert_eq!(
+            c("/home/alice/Documents/taxes.xlsx"),
+            PathClass::UserDocument
+        );
         assert_eq!(c("/home/alice/.pip/pip.conf"), PathClass::PackageConfig);
         assert_eq!(c("/home/alice/.cache/pip/x"), PathClass::Cache);
         assert_eq!(c("/home/alice/.lesshst"), PathClass::Home);
@@ -365,10 +550,19 @@ mod tests {
     #[test]
     fn darwin_compares_case_insensitively() {
         let l = layout("darwin-sim");
-        assert_eq!(l.classify("/Users/alice/library/launchagents/com.x.plist"), PathClass::Scheduler);
-        assert_eq!(l.classify("/Users/alice/.SSH/ID_ED25519"), PathClass::Credential);
+        assert_eq!(
+            l.classify("/Users/alice/library/launchagents/com.x.plist"),
+            PathClass::Scheduler
+        );
+        assert_eq!(
+            l.classify("/Users/alice/.SSH/ID_ED25519"),
+            PathClass::Credential
+        );
         let linux = layout("linux");
-        assert_eq!(linux.classify("/home/alice/.SSH/ID_ED25519"), PathClass::Home);
+        assert_eq!(
+            linux.classify("/home/alice/.SSH/ID_ED25519"),
+            PathClass::Home
+        );
     }
 
     #[test]
@@ -382,7 +576,9 @@ mod tests {
         assert!(p("/home/alice/project/.git/hooks/pre-commit").is_some());
         assert!(p("/home/alice/project/.git/hooks/pre-commit.sample").is_none());
         assert!(p("/home/alice/.local/lib/python3.11/site-packages/zz.pth").is_some());
-        assert!(p("/home/alice/project/.venv/lib/python3.11/site-packages/_virtualenv.pth").is_none());
+        assert!(
+            p("/home/alice/project/.venv/lib/python3.11/site-packages/_virtualenv.pth").is_none()
+        );
         assert!(p("/home/alice/.ssh/authorized_keys").is_some());
         assert!(p("/home/alice/.claude/hooks/x.sh").is_some());
         assert!(p("/home/alice/project/src/lib.rs").is_none());

@@ -5,7 +5,8 @@ use super::observe::Observations;
 use super::AnalyseConfig;
 use crate::model::StaticView;
 use crate::report::{
-    CanaryHitInfo, CredentialUse, DenialInfo, FileAccess, FileInfo, HostInfo, NoteInfo, PathClass, ProcessInfo, Profile, ProgramInfo, StepInfo,
+    CanaryHitInfo, CredentialUse, DenialInfo, FileAccess, FileInfo, HostInfo, NoteInfo, PathClass,
+    ProcessInfo, Profile, ProgramInfo, StepInfo,
 };
 use crate::trace::{Event, EventKind};
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,7 +18,12 @@ pub fn cap(mut v: Vec<u64>, cfg: &AnalyseConfig) -> Vec<u64> {
     v
 }
 
-pub fn build(o: &Observations, events: &[&Event], statics: &StaticView, cfg: &AnalyseConfig) -> Profile {
+pub fn build(
+    o: &Observations,
+    events: &[&Event],
+    statics: &StaticView,
+    cfg: &AnalyseConfig,
+) -> Profile {
     let mut p = Profile::default();
     let mut steps: BTreeMap<u32, StepInfo> = BTreeMap::new();
     let mut procs: BTreeMap<i32, ProcessInfo> = BTreeMap::new();
@@ -36,9 +42,10 @@ pub fn build(o: &Observations, events: &[&Event], statics: &StaticView, cfg: &An
             });
         }
         match &ev.kind {
-            EventKind::StepStart { step, label, argv } => {
-                steps.entry(*step).or_insert(StepInfo {
-                    step: *step,
+            EventKind::StepStart { label, argv } => {
+                let Some(step) = ev.step else { continue };
+                steps.entry(step).or_insert(StepInfo {
+                    step,
                     label: label.clone(),
                     argv: argv.clone(),
                     start_seq: ev.seq,
@@ -48,15 +55,23 @@ pub fn build(o: &Observations, events: &[&Event], statics: &StaticView, cfg: &An
                     timed_out: false,
                 });
             }
-            EventKind::StepEnd { step, exit_code, signal, timed_out } => {
-                if let Some(s) = steps.get_mut(step) {
+            EventKind::StepEnd {
+                exit_code,
+                signal,
+                timed_out,
+            } => {
+                if let Some(s) = ev.step.and_then(|step| steps.get_mut(&step)) {
                     s.end_seq = Some(ev.seq);
                     s.exit_code = *exit_code;
                     s.signal = *signal;
                     s.timed_out = *timed_out;
                 }
             }
-            EventKind::Spawn { parent, child, thread: false } => {
+            EventKind::Spawn {
+                parent,
+                child,
+                thread: false,
+            } => {
                 procs.entry(*child).or_insert_with(|| ProcessInfo {
                     pid: *child,
                     parent: Some(*parent),
@@ -74,15 +89,30 @@ pub fn build(o: &Observations, events: &[&Event], statics: &StaticView, cfg: &An
                     pr.signal = *signal;
                 }
             }
-            EventKind::Denied { syscall, nr: _, arch, action } => p.denials.push(DenialInfo {
+            EventKind::Denied {
+                syscall,
+                nr: _,
+                arch,
+                action,
+            } => p.denials.push(DenialInfo {
                 seq: ev.seq,
                 pid: ev.pid,
                 syscall: syscall.clone(),
                 arch: arch.clone(),
                 action: action.clone(),
             }),
-            EventKind::TracerNote { note, detail } => p.notes.push(NoteInfo { seq: ev.seq, kind: "tracer_note".into(), note: note.clone(), detail: detail.clone() }),
-            EventKind::Limit { what, detail } => p.notes.push(NoteInfo { seq: ev.seq, kind: "limit".into(), note: what.clone(), detail: detail.clone() }),
+            EventKind::TracerNote { note, detail } => p.notes.push(NoteInfo {
+                seq: ev.seq,
+                kind: "tracer_note".into(),
+                note: note.clone(),
+                detail: detail.clone(),
+            }),
+            EventKind::Limit { what, detail } => p.notes.push(NoteInfo {
+                seq: ev.seq,
+                kind: "limit".into(),
+                note: what.clone(),
+                detail: detail.clone(),
+            }),
             _ => {}
         }
     }
@@ -133,27 +163,49 @@ pub fn build(o: &Observations, events: &[&Event], statics: &StaticView, cfg: &An
         });
     }
 
-    let mut files: BTreeMap<String, (PathClass, BTreeSet<FileAccess>, bool, Vec<u64>)> = BTreeMap::new();
+    let mut files: BTreeMap<String, (PathClass, BTreeSet<FileAccess>, bool, Vec<u64>)> =
+        BTreeMap::new();
     for f in &o.files {
-        let quiet = matches!(f.class, PathClass::System | PathClass::Pseudo | PathClass::SkillOwn | PathClass::Cache);
+        let quiet = matches!(
+            f.class,
+            PathClass::System | PathClass::Pseudo | PathClass::SkillOwn | PathClass::Cache
+        );
         if f.access == FileAccess::Read && quiet {
             continue;
         }
-        let e = files.entry(f.path.clone()).or_insert((f.class, BTreeSet::new(), false, vec![]));
+        let e = files
+            .entry(f.path.clone())
+            .or_insert((f.class, BTreeSet::new(), false, vec![]));
         e.1.insert(f.access);
         e.2 |= f.failed;
         e.3.push(f.seq);
     }
     p.files = files
         .into_iter()
-        .map(|(path, (class, access, failed, seqs))| FileInfo { path, class, access: access.into_iter().collect(), failed, evidence: cap(seqs, cfg) })
+        .map(|(path, (class, access, failed, seqs))| FileInfo {
+            path,
+            class,
+            access: access.into_iter().collect(),
+            failed,
+            evidence: cap(seqs, cfg),
+        })
         .collect();
 
     let mut creds: BTreeMap<(String, String), Vec<u64>> = BTreeMap::new();
     for c in &o.creds {
-        creds.entry((c.credential.clone(), c.via.clone())).or_default().push(c.seq);
+        creds
+            .entry((c.credential.clone(), c.via.clone()))
+            .or_default()
+            .push(c.seq);
     }
-    p.credentials = creds.into_iter().map(|((credential, via), s)| CredentialUse { credential, via, evidence: cap(s, cfg) }).collect();
+    p.credentials = creds
+        .into_iter()
+        .map(|((credential, via), s)| CredentialUse {
+            credential,
+            via,
+            evidence: cap(s, cfg),
+        })
+        .collect();
 
     p.canary_hits = o
         .canaries

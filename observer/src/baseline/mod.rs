@@ -22,7 +22,11 @@ pub enum BaselineError {
     #[error("baseline store i/o: {0}")]
     Io(#[from] std::io::Error),
     #[error("baseline for {skill} ({fidelity}) is corrupt: {msg}")]
-    Corrupt { skill: String, fidelity: String, msg: String },
+    Corrupt {
+        skill: String,
+        fidelity: String,
+        msg: String,
+    },
     #[error("no per-user data directory: set XDG_DATA_HOME or HOME, or pass --baseline FILE")]
     NoDataDir,
     #[error("baseline store backend: {0}")]
@@ -55,7 +59,10 @@ pub struct Drift {
 
 impl Drift {
     pub fn is_empty(&self) -> bool {
-        self.hosts.is_empty() && self.categories.is_empty() && self.programs.is_empty() && self.write_classes.is_empty()
+        self.hosts.is_empty()
+            && self.categories.is_empty()
+            && self.programs.is_empty()
+            && self.write_classes.is_empty()
     }
 }
 
@@ -64,10 +71,22 @@ impl BaselineSummary {
     /// `None` when the run's fidelity is unknown: baselines are keyed by it.
     pub fn from_report(r: &Report) -> Option<BaselineSummary> {
         let fidelity = r.skill.fidelity?;
-        Some(BaselineSummary::from_parts(&r.skill.name, fidelity, r.skill.digest.clone(), &r.profile, &r.categories))
+        Some(BaselineSummary::from_parts(
+            &r.skill.name,
+            fidelity,
+            r.skill.digest.clone(),
+            &r.profile,
+            &r.categories,
+        ))
     }
 
-    pub fn from_parts(skill: &str, fidelity: Fidelity, digest: Option<String>, profile: &Profile, categories: &[CategoryFinding]) -> BaselineSummary {
+    pub fn from_parts(
+        skill: &str,
+        fidelity: Fidelity,
+        digest: Option<String>,
+        profile: &Profile,
+        categories: &[CategoryFinding],
+    ) -> BaselineSummary {
         BaselineSummary {
             skill: skill.to_string(),
             fidelity,
@@ -75,7 +94,12 @@ impl BaselineSummary {
             accepted_at: String::new(),
             hosts: profile.hosts.iter().map(|h| h.host.clone()).collect(),
             categories: categories.iter().map(|c| c.category).collect(),
-            programs: profile.programs.iter().filter(|p| p.ok).map(|p| p.program_key.clone()).collect(),
+            programs: profile
+                .programs
+                .iter()
+                .filter(|p| p.ok)
+                .map(|p| p.program_key.clone())
+                .collect(),
             write_classes: profile
                 .files
                 .iter()
@@ -89,9 +113,21 @@ impl BaselineSummary {
     pub fn drift(&self, current: &BaselineSummary) -> Drift {
         Drift {
             hosts: current.hosts.difference(&self.hosts).cloned().collect(),
-            categories: current.categories.difference(&self.categories).copied().collect(),
-            programs: current.programs.difference(&self.programs).cloned().collect(),
-            write_classes: current.write_classes.difference(&self.write_classes).cloned().collect(),
+            categories: current
+                .categories
+                .difference(&self.categories)
+                .copied()
+                .collect(),
+            programs: current
+                .programs
+                .difference(&self.programs)
+                .cloned()
+                .collect(),
+            write_classes: current
+                .write_classes
+                .difference(&self.write_classes)
+                .cloned()
+                .collect(),
         }
     }
 }
@@ -127,9 +163,17 @@ impl AcceptOutcome {
 /// first accepts of one key exactly one is stored and every caller gets that one back.
 pub trait BaselineStore {
     fn list(&self) -> Result<Vec<BaselineEntry>, BaselineError>;
-    fn show(&self, skill: &str, fidelity: Fidelity) -> Result<Option<BaselineSummary>, BaselineError>;
+    fn show(
+        &self,
+        skill: &str,
+        fidelity: Fidelity,
+    ) -> Result<Option<BaselineSummary>, BaselineError>;
     /// Store `summary` unless a baseline exists (`replace` overwrites it instead).
-    fn accept(&self, summary: &BaselineSummary, replace: bool) -> Result<AcceptOutcome, BaselineError>;
+    fn accept(
+        &self,
+        summary: &BaselineSummary,
+        replace: bool,
+    ) -> Result<AcceptOutcome, BaselineError>;
     /// Remove a baseline; false when there was none.
     fn forget(&self, skill: &str, fidelity: Fidelity) -> Result<bool, BaselineError>;
 }
@@ -137,7 +181,10 @@ pub trait BaselineStore {
 /// The policy for a live run: the first complete, not-malicious run of a skill becomes its
 /// baseline (an incomplete run would make every later complete run look like drift, and a
 /// malicious one would teach the baseline the attack). Returns what the store now holds.
-pub fn establish(store: &dyn BaselineStore, report: &Report) -> Result<Option<AcceptOutcome>, BaselineError> {
+pub fn establish(
+    store: &dyn BaselineStore,
+    report: &Report,
+) -> Result<Option<AcceptOutcome>, BaselineError> {
     if !report.run.complete || report.verdict == Verdict::Malicious {
         return Ok(None);
     }

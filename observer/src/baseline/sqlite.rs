@@ -38,12 +38,17 @@ impl SqliteStore {
 
     /// Open (creating if needed) the store in `path` (`--baseline FILE`).
     pub fn open(path: &Path) -> Result<SqliteStore, BaselineError> {
-        let err = |msg: String| BaselineError::Open { path: path.display().to_string(), msg };
+        let err = |msg: String| BaselineError::Open {
+            path: path.display().to_string(),
+            msg,
+        };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| err(format!("cannot create {}: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| err(format!("cannot create {}: {e}", dir.display())))?;
         }
         let conn = Connection::open(path).map_err(|e| err(e.to_string()))?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| err(e.to_string()))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| err(e.to_string()))?;
         // journal_mode returns a row; a file that is not a database fails here with a clear message.
         let mode: String = conn
             .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
@@ -51,8 +56,12 @@ impl SqliteStore {
         if !mode.eq_ignore_ascii_case("wal") {
             tracing::warn!(path = %path.display(), mode, "baseline store could not switch to WAL");
         }
-        conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;").map_err(|e| err(e.to_string()))?;
-        let store = SqliteStore { conn: Mutex::new(conn), path: path.to_path_buf() };
+        conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
+            .map_err(|e| err(e.to_string()))?;
+        let store = SqliteStore {
+            conn: Mutex::new(conn),
+            path: path.to_path_buf(),
+        };
         store.migrate().map_err(|e| err(e.to_string()))?;
         Ok(store)
     }
@@ -92,7 +101,11 @@ impl SqliteStore {
         Ok(())
     }
 
-    fn read(conn: &Connection, skill: &str, fidelity: Fidelity) -> Result<Option<BaselineSummary>, BaselineError> {
+    fn read(
+        conn: &Connection,
+        skill: &str,
+        fidelity: Fidelity,
+    ) -> Result<Option<BaselineSummary>, BaselineError> {
         let row: Option<(String, String)> = conn
             .query_row(
                 "SELECT summary, accepted_at FROM baselines WHERE skill = ?1 AND fidelity = ?2",
@@ -100,12 +113,15 @@ impl SqliteStore {
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()?;
-        let Some((json, at)) = row else { return Ok(None) };
-        let mut s: BaselineSummary = serde_json::from_str(&json).map_err(|e| BaselineError::Corrupt {
-            skill: skill.to_string(),
-            fidelity: fidelity.as_str().to_string(),
-            msg: e.to_string(),
-        })?;
+        let Some((json, at)) = row else {
+            return Ok(None);
+        };
+        let mut s: BaselineSummary =
+            serde_json::from_str(&json).map_err(|e| BaselineError::Corrupt {
+                skill: skill.to_string(),
+                fidelity: fidelity.as_str().to_string(),
+                msg: e.to_string(),
+            })?;
         s.accepted_at = at;
         Ok(Some(s))
     }
@@ -124,8 +140,17 @@ const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%SZ','now')";
 impl BaselineStore for SqliteStore {
     fn list(&self) -> Result<Vec<BaselineEntry>, BaselineError> {
         let conn = self.conn();
-        let mut st = conn.prepare("SELECT skill, fidelity, digest, accepted_at FROM baselines ORDER BY skill, fidelity")?;
-        let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get(2)?, r.get(3)?)))?;
+        let mut st = conn.prepare(
+            "SELECT skill, fidelity, digest, accepted_at FROM baselines ORDER BY skill, fidelity",
+        )?;
+        let rows = st.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get(2)?,
+                r.get(3)?,
+            ))
+        })?;
         let mut out = Vec::new();
         for row in rows {
             let (skill, fid, digest, accepted_at) = row?;
@@ -134,19 +159,33 @@ impl BaselineStore for SqliteStore {
                 fidelity: fid.clone(),
                 msg: "unknown fidelity".into(),
             })?;
-            out.push(BaselineEntry { skill, fidelity, digest, accepted_at });
+            out.push(BaselineEntry {
+                skill,
+                fidelity,
+                digest,
+                accepted_at,
+            });
         }
         Ok(out)
     }
 
-    fn show(&self, skill: &str, fidelity: Fidelity) -> Result<Option<BaselineSummary>, BaselineError> {
+    fn show(
+        &self,
+        skill: &str,
+        fidelity: Fidelity,
+    ) -> Result<Option<BaselineSummary>, BaselineError> {
         SqliteStore::read(&self.conn(), skill, fidelity)
     }
 
-    fn accept(&self, summary: &BaselineSummary, replace: bool) -> Result<AcceptOutcome, BaselineError> {
+    fn accept(
+        &self,
+        summary: &BaselineSummary,
+        replace: bool,
+    ) -> Result<AcceptOutcome, BaselineError> {
         let mut stored = summary.clone();
         stored.accepted_at = String::new();
-        let json = serde_json::to_string(&stored).map_err(|e| BaselineError::Backend(e.to_string()))?;
+        let json =
+            serde_json::to_string(&stored).map_err(|e| BaselineError::Backend(e.to_string()))?;
         let mut conn = self.conn();
         // IMMEDIATE takes the write lock up front, so check-then-insert cannot interleave.
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -163,7 +202,10 @@ impl BaselineStore for SqliteStore {
                     ),
                     params![summary.skill, summary.fidelity.as_str(), summary.digest, json],
                 )?;
-                let now = SqliteStore::read(&tx, &summary.skill, summary.fidelity)?.ok_or_else(|| BaselineError::Backend("row vanished inside its transaction".into()))?;
+                let now =
+                    SqliteStore::read(&tx, &summary.skill, summary.fidelity)?.ok_or_else(|| {
+                        BaselineError::Backend("row vanished inside its transaction".into())
+                    })?;
                 if existed.is_some() {
                     AcceptOutcome::Replaced(now)
                 } else {
@@ -176,7 +218,10 @@ impl BaselineStore for SqliteStore {
     }
 
     fn forget(&self, skill: &str, fidelity: Fidelity) -> Result<bool, BaselineError> {
-        let n = self.conn().execute("DELETE FROM baselines WHERE skill = ?1 AND fidelity = ?2", params![skill, fidelity.as_str()])?;
+        let n = self.conn().execute(
+            "DELETE FROM baselines WHERE skill = ?1 AND fidelity = ?2",
+            params![skill, fidelity.as_str()],
+        )?;
         Ok(n > 0)
     }
 }

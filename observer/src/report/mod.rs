@@ -358,8 +358,19 @@ mod tests {
         ];
         assert_eq!(all, [0, 10, 20, 30, 2, 1]);
         let doc = include_str!("../../../docs/report-format.md");
-        for (v, c) in [("CLEAN", 0), ("SUSPICIOUS", 10), ("MALICIOUS", 20), ("INCOMPLETE", 30)] {
-            assert!(doc.contains(&format!("| `{v}` | {c} |")), "report-format.md lacks {v}");
+        for (v, c) in [
+            ("CLEAN", 0),
+            ("SUSPICIOUS", 10),
+            ("MALICIOUS", 20),
+            ("INCOMPLETE", 30),
+        ] {
+            assert!(
+                doc.contains(&format!("| `{v}` | {c} |")),
+                "report-format.md lacks {v}"
+            );
         }
     }
 }
+
+#[cfg(test)]
+mod report_tests;

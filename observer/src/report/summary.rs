@@ -7,8 +7,17 @@ const TOP: usize = 8;
 /// A few lines for people; everything else is in the JSON.
 pub fn summary(r: &Report) -> String {
     let mut s = String::new();
-    let digest = r.skill.digest.as_deref().map(|d| format!(" {}", &d[..d.len().min(12)])).unwrap_or_default();
-    let fid = r.skill.fidelity.map(|f| format!(" [{}]", f.as_str())).unwrap_or_default();
+    let digest = r
+        .skill
+        .digest
+        .as_deref()
+        .map(|d| format!(" {}", &d[..d.len().min(12)]))
+        .unwrap_or_default();
+    let fid = r
+        .skill
+        .fidelity
+        .map(|f| format!(" [{}]", f.as_str()))
+        .unwrap_or_default();
     s.push_str(&format!(
         "{}  score {}/100 ({})  {}{}{}  {} ms, {} events\n",
         r.verdict.as_str(),
@@ -20,7 +29,11 @@ pub fn summary(r: &Report) -> String {
         r.run.duration_ms,
         r.run.events
     ));
-    let shown: Vec<_> = r.indicators.iter().filter(|i| i.severity != Severity::Info).collect();
+    let shown: Vec<_> = r
+        .indicators
+        .iter()
+        .filter(|i| i.severity != Severity::Info)
+        .collect();
     for i in shown.iter().take(TOP) {
         s.push_str(&format!(
             "  {:<6} {:<24} {}  [events {}]\n",
@@ -31,11 +44,16 @@ pub fn summary(r: &Report) -> String {
         ));
     }
     if shown.len() > TOP {
-        s.push_str(&format!("  … {} more indicator(s) in the report\n", shown.len() - TOP));
+        s.push_str(&format!(
+            "  … {} more indicator(s) in the report\n",
+            shown.len() - TOP
+        ));
     }
     let info = r.indicators.len() - shown.len();
     if info > 0 {
-        s.push_str(&format!("  ({info} informational finding(s) about declared behaviour)\n"));
+        s.push_str(&format!(
+            "  ({info} informational finding(s) about declared behaviour)\n"
+        ));
     }
     if !r.run.complete {
         s.push_str("  incomplete run:\n");
@@ -59,7 +77,17 @@ fn evidence(ev: &[u64]) -> String {
     }
 }
 
-/// Skill-controlled text must not forge extra lines or terminal escapes in the summary.
-fn one_line(s: &str) -> String {
-    s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+/// Skill-controlled text must not forge extra lines or terminal escapes in the summary; very
+/// long text is cut.
+pub(crate) fn one_line(s: &str) -> String {
+    const MAX: usize = 300;
+    let mut out: String = s
+        .chars()
+        .take(MAX)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if s.chars().count() > MAX {
+        out.push('…');
+    }
+    out
 }

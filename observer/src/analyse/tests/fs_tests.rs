@@ -6,7 +6,12 @@ use crate::trace::FileOp;
 fn base() -> T {
     let mut t = T::new();
     t.step(1, "scripts/run.py");
-    t.exec(10, 1, "/usr/bin/python3", &["python3", &format!("{SKILL}/scripts/run.py")]);
+    t.exec(
+        10,
+        1,
+        "/usr/bin/python3",
+        &["python3", &format!("{SKILL}/scripts/run.py")],
+    );
     t
 }
 
@@ -19,17 +24,33 @@ fn workspace_temp_and_cache_writes_are_not_the_writes_category() {
     t.write(10, 1, "/tmp/scratch.json");
     t.write(10, 1, "/home/alice/.cache/pip/http/x");
     t.write(10, 1, "/dev/null");
-    t.write(10, 1, &format!("{SKILL}/scripts/__pycache__/run.cpython-311.pyc"));
-    t.write(10, 1, &format!("{WS}/.venv/lib/python3.11/site-packages/_virtualenv.pth"));
+    t.write(
+        10,
+        1,
+        &format!("{SKILL}/scripts/__pycache__/run.cpython-311.pyc"),
+    );
+    t.write(
+        10,
+        1,
+        &format!("{WS}/.venv/lib/python3.11/site-packages/_virtualenv.pth"),
+    );
     t.write(10, 1, &format!("{WS}/.git/hooks/pre-commit.sample"));
     for i in 0..15 {
         t.op(10, 1, FileOp::Unlink, &format!("{WS}/dist/f{i}.js"), None);
     }
     let r = judge(&t.done(), &none());
-    assert!(r.categories.iter().all(|c| c.category != Writes), "{:#?}", r.categories);
+    assert!(
+        r.categories.iter().all(|c| c.category != Writes),
+        "{:#?}",
+        r.categories
+    );
     assert_eq!(r.indicators, vec![], "{:#?}", r.indicators);
     assert_eq!(r.verdict, Verdict::Clean);
-    assert!(r.profile.files.iter().any(|f| f.class == PathClass::Workspace));
+    assert!(r
+        .profile
+        .files
+        .iter()
+        .any(|f| f.class == PathClass::Workspace));
 }
 
 #[test]
@@ -37,14 +58,23 @@ fn writes_outside_are_writes() {
     let mut t = base();
     let s = t.write(10, 1, "/home/alice/.lesshst");
     let r = judge(&t.done(), &none());
-    let w = r.categories.iter().find(|c| c.category == Writes).expect("writes");
+    let w = r
+        .categories
+        .iter()
+        .find(|c| c.category == Writes)
+        .expect("writes");
     assert_eq!(w.evidence, vec![s]);
-    assert!(find(&r, "BEHAV_STATIC_DIVERGENCE").summary.contains("writes"));
-    let r = judge(&{
-        let mut t = base();
-        t.write(10, 1, "/home/alice/.lesshst");
-        t.done()
-    }, &statics(&[Writes], &[]));
+    assert!(find(&r, "BEHAV_STATIC_DIVERGENCE")
+        .summary
+        .contains("writes"));
+    let r = judge(
+        &{
+            let mut t = base();
+            t.write(10, 1, "/home/alice/.lesshst");
+            t.done()
+        },
+        &statics(&[Writes], &[]),
+    );
     assert!(!has(&r, "BEHAV_STATIC_DIVERGENCE"));
 }
 
@@ -73,7 +103,13 @@ fn persistence_through_evasive_paths() {
 fn persistence_by_rename_or_symlink_and_declared_writes_soften_it() {
     let mut t = base();
     t.write(10, 1, "/tmp/x");
-    let mv = t.op(10, 1, FileOp::Rename, "/tmp/x", Some("/home/alice/.profile"));
+    let mv = t.op(
+        10,
+        1,
+        FileOp::Rename,
+        "/tmp/x",
+        Some("/home/alice/.profile"),
+    );
     let r = judge(&t.finished(), &statics(&[Execution], &[]));
     assert!(find(&r, "BEHAV_PERSISTENCE").evidence.contains(&mv));
     let r = judge(&t.finished(), &statics(&[Execution, Writes], &[]));
@@ -81,7 +117,13 @@ fn persistence_by_rename_or_symlink_and_declared_writes_soften_it() {
     assert_eq!(i.weight, 40);
     assert_eq!(r.verdict, Verdict::Suspicious);
     let mut t = base();
-    let ln = t.op(10, 1, FileOp::Symlink, "/tmp/payload.sh", Some("/home/alice/.config/fish/conf.d/x.fish"));
+    let ln = t.op(
+        10,
+        1,
+        FileOp::Symlink,
+        "/home/alice/.config/fish/conf.d/x.fish",
+        Some("/tmp/payload.sh"),
+    );
     let r = judge(&t.done(), &statics(&[Execution], &[]));
     assert!(find(&r, "BEHAV_PERSISTENCE").evidence.contains(&ln));
 }
@@ -89,13 +131,17 @@ fn persistence_by_rename_or_symlink_and_declared_writes_soften_it() {
 #[test]
 fn a_failed_persistence_attempt_still_counts() {
     let mut t = base();
-    let s = t.ev(10, Some(1), crate::trace::EventKind::Open {
-        path: "/etc/cron.d/update".into(),
-        requested: "/etc/cron.d/update".into(),
-        flags: vec!["O_WRONLY".into(), "O_CREAT".into()],
-        write: true,
-        result: crate::trace::SysResult::errno(libc::EROFS),
-    });
+    let s = t.ev(
+        10,
+        Some(1),
+        crate::trace::EventKind::Open {
+            path: "/etc/cron.d/update".into(),
+            requested: "/etc/cron.d/update".into(),
+            flags: vec!["O_WRONLY".into(), "O_CREAT".into()],
+            write: true,
+            result: crate::trace::SysResult::errno(libc::EROFS),
+        },
+    );
     let r = judge(&t.done(), &statics(&[Execution], &[]));
     assert_eq!(find(&r, "BEHAV_PERSISTENCE").evidence, vec![s]);
 }
@@ -104,11 +150,22 @@ fn a_failed_persistence_attempt_still_counts() {
 fn tool_tampering() {
     let mut t = base();
     let a = t.write(10, 1, "/home/alice/.local/bin/git");
-    let b = t.op(10, 1, FileOp::Symlink, "/tmp/x", Some("/usr/local/bin/python3"));
+    let b = t.op(
+        10,
+        1,
+        FileOp::Symlink,
+        "/usr/local/bin/python3",
+        Some("/tmp/x"),
+    );
     let c = t.write(10, 1, "/home/alice/.config/pip/pip.conf");
     let d = t.write(10, 1, &format!("{WS}/.npmrc"));
     let r = judge(&t.done(), &statics(&[Execution], &[]));
-    let ev: Vec<u64> = r.indicators.iter().filter(|i| i.id == "BEHAV_TOOL_TAMPER").flat_map(|i| i.evidence.clone()).collect();
+    let ev: Vec<u64> = r
+        .indicators
+        .iter()
+        .filter(|i| i.id == "BEHAV_TOOL_TAMPER")
+        .flat_map(|i| i.evidence.clone())
+        .collect();
     for s in [a, b, c, d] {
         assert!(ev.contains(&s), "{s} missing from {ev:?}");
     }
@@ -123,7 +180,13 @@ fn tool_tampering() {
 #[test]
 fn destroying_user_documents() {
     let mut t = base();
-    let d = t.op(10, 1, FileOp::Unlink, "/home/alice/Documents/taxes-2025.xlsx", None);
+    let d = t.op(
+        10,
+        1,
+        FileOp::Unlink,
+        "/home/alice/Documents/taxes-2025.xlsx",
+        None,
+    );
     let r = judge(&t.done(), &statics(&[Execution], &[]));
     assert_eq!(find(&r, "BEHAV_DESTRUCTIVE").evidence, vec![d]);
     // ransomware shape: read, then rewrite in place
@@ -135,7 +198,13 @@ fn destroying_user_documents() {
     // many deletions outside the workspace
     let mut t = base();
     for i in 0..12 {
-        t.op(10, 1, FileOp::Unlink, &format!("/home/alice/.config/app{i}/state"), None);
+        t.op(
+            10,
+            1,
+            FileOp::Unlink,
+            &format!("/home/alice/.config/app{i}/state"),
+            None,
+        );
     }
     let r = judge(&t.done(), &statics(&[Execution], &[]));
     assert!(find(&r, "BEHAV_DESTRUCTIVE").summary.contains("12 files"));
@@ -144,10 +213,21 @@ fn destroying_user_documents() {
 #[test]
 fn saving_a_new_document_is_not_destruction() {
     let mut t = base();
-    t.write_flags(10, 1, "/home/alice/Documents/report.pdf", &["O_WRONLY", "O_CREAT", "O_EXCL"]);
+    t.write_flags(
+        10,
+        1,
+        "/home/alice/Documents/report.pdf",
+        &["O_WRONLY", "O_CREAT", "O_EXCL"],
+    );
     t.write(10, 1, "/home/alice/Documents/summary.md");
     for i in 0..5 {
-        t.op(10, 1, FileOp::Unlink, &format!("/home/alice/.config/app{i}/state"), None);
+        t.op(
+            10,
+            1,
+            FileOp::Unlink,
+            &format!("/home/alice/.config/app{i}/state"),
+            None,
+        );
     }
     let r = judge(&t.done(), &statics(&[Execution, Writes], &[]));
     assert!(!has(&r, "BEHAV_DESTRUCTIVE"), "{:#?}", r.indicators);
@@ -167,7 +247,11 @@ fn cross_skill_and_agent_settings_writes() {
         let mut t = base();
         let s = t.write(10, 1, path);
         let r = judge(&t.done(), &statics(&[Execution], &[]));
-        assert_eq!(find(&r, "BEHAV_CROSS_SKILL_WRITE").evidence, vec![s], "{path}");
+        assert_eq!(
+            find(&r, "BEHAV_CROSS_SKILL_WRITE").evidence,
+            vec![s],
+            "{path}"
+        );
         assert_eq!(r.verdict, Verdict::Malicious, "{path}");
     }
     // reading the sibling or writing its own folder is not
@@ -187,8 +271,16 @@ fn sandbox_probing() {
     let mut t = base();
     t.read(10, 1, "/proc/self/cgroup");
     t.read(10, 1, "/proc/10/mountinfo");
-    t.exec(11, 1, "/usr/bin/systemd-detect-virt", &["systemd-detect-virt"]);
-    assert!(has(&judge(&t.done(), &statics(&[Execution], &[])), "BEHAV_SANDBOX_PROBE"));
+    t.exec(
+        11,
+        1,
+        "/usr/bin/systemd-detect-virt",
+        &["systemd-detect-virt"],
+    );
+    assert!(has(
+        &judge(&t.done(), &statics(&[Execution], &[])),
+        "BEHAV_SANDBOX_PROBE"
+    ));
     let mut t = base();
     t.read(10, 1, "/proc/self/cgroup");
     t.read(10, 1, "/proc/self/mountinfo");
@@ -208,15 +300,19 @@ fn escape_attempts() {
     let p = t.denied(10, "ptrace", "errno");
     let k = t.denied(10, "int80:execve", "kill");
     t.denied(10, "clone3", "errno");
-    let d = t.ev(10, Some(1), crate::trace::EventKind::Net {
-        op: crate::trace::NetOp::Connect,
-        family: "unix".into(),
-        addr: Some("/var/run/docker.sock".into()),
-        port: None,
-        bytes: None,
-        local_port: None,
-        result: crate::trace::SysResult::errno(libc::ENOENT),
-    });
+    let d = t.ev(
+        10,
+        Some(1),
+        crate::trace::EventKind::Net {
+            op: crate::trace::NetOp::Connect,
+            family: "unix".into(),
+            addr: Some("/var/run/docker.sock".into()),
+            port: None,
+            bytes: None,
+            local_port: None,
+            result: crate::trace::SysResult::errno(libc::ENOENT),
+        },
+    );
     let r = judge(&t.done(), &none());
     let i = find(&r, "BEHAV_ESCAPE_ATTEMPT");
     assert_eq!(i.evidence, vec![p, k, d]);

@@ -8,7 +8,12 @@ use crate::trace::{EventKind, TraceWriter};
 fn benign() -> T {
     let mut t = T::new();
     t.step(1, "scripts/run.py");
-    t.exec(10, 1, "/usr/bin/python3", &["python3", &format!("{SKILL}/scripts/run.py")]);
+    t.exec(
+        10,
+        1,
+        "/usr/bin/python3",
+        &["python3", &format!("{SKILL}/scripts/run.py")],
+    );
     t.write(10, 1, &format!("{WS}/out.txt"));
     t
 }
@@ -18,8 +23,19 @@ fn a_truncated_trace_is_incomplete_never_clean() {
     let r = judge(&benign().trace(), &none());
     assert_eq!(r.verdict, Verdict::Incomplete);
     assert!(!r.run.complete);
-    assert!(r.run.incomplete_reasons.iter().any(|x| x.contains("run_end")), "{:?}", r.run.incomplete_reasons);
-    assert!(r.run.incomplete_reasons.iter().any(|x| x.contains("step 1")));
+    assert!(
+        r.run
+            .incomplete_reasons
+            .iter()
+            .any(|x| x.contains("run_end")),
+        "{:?}",
+        r.run.incomplete_reasons
+    );
+    assert!(r
+        .run
+        .incomplete_reasons
+        .iter()
+        .any(|x| x.contains("step 1")));
     assert_eq!(r.band, Band::Trusted);
 }
 
@@ -40,8 +56,20 @@ fn run_end_incomplete_is_incomplete_and_a_complete_run_is_clean() {
 #[test]
 fn exfiltrated_then_cancelled_is_still_malicious() {
     let mut t = benign();
-    let req = t.http(10, 1, "POST", "https://collect.example.net/u", "collect.example.net", 512);
-    t.canary("openai", Some("collect.example.net"), req, &["body", "json"]);
+    let req = t.http(
+        10,
+        1,
+        "POST",
+        "https://collect.example.net/u",
+        "collect.example.net",
+        512,
+    );
+    t.canary(
+        "openai",
+        Some("collect.example.net"),
+        req,
+        &["body", "json"],
+    );
     t.end(false, &["cancelled"]);
     let r = judge(&t.trace(), &statics(&[Network], &[]));
     assert_eq!(r.verdict, Verdict::Malicious);
@@ -54,12 +82,23 @@ fn missing_or_duplicated_events_make_the_run_incomplete() {
     let mut tr = benign().done();
     tr.events.remove(2);
     let r = judge(&tr, &none());
-    assert!(r.run.incomplete_reasons.iter().any(|x| x == "event 3 missing from the trace"), "{:?}", r.run.incomplete_reasons);
+    assert!(
+        r.run
+            .incomplete_reasons
+            .iter()
+            .any(|x| x == "event 3 missing from the trace"),
+        "{:?}",
+        r.run.incomplete_reasons
+    );
     assert_eq!(r.verdict, Verdict::Incomplete, "{:#?}", r.indicators);
     let mut tr = benign().done();
     let dup = tr.events[1].clone();
     tr.events.push(dup);
-    assert!(judge(&tr, &none()).run.incomplete_reasons.iter().any(|x| x.contains("duplicate")));
+    assert!(judge(&tr, &none())
+        .run
+        .incomplete_reasons
+        .iter()
+        .any(|x| x.contains("duplicate")));
     let mut tr = benign().done();
     tr.header.context = Default::default();
     let r = judge(&tr, &none());
@@ -73,17 +112,25 @@ fn loopback_and_the_jail_resolver_are_not_network() {
     t.connect(10, 1, "::1", 8080);
     t.connect(10, 1, "10.0.2.3", 53);
     t.dns(10, "localhost", "127.0.0.1");
-    t.ev(10, Some(1), EventKind::Net {
-        op: crate::trace::NetOp::Bind,
-        family: "inet".into(),
-        addr: Some("0.0.0.0".into()),
-        port: Some(8000),
-        bytes: None,
-        local_port: None,
-        result: crate::trace::SysResult::ok(0),
-    });
+    t.ev(
+        10,
+        Some(1),
+        EventKind::Net {
+            op: crate::trace::NetOp::Bind,
+            family: "inet".into(),
+            addr: Some("0.0.0.0".into()),
+            port: Some(8000),
+            bytes: None,
+            local_port: None,
+            result: crate::trace::SysResult::ok(0),
+        },
+    );
     let r = judge(&t.done(), &none());
-    assert!(r.categories.iter().all(|c| c.category != Network), "{:#?}", r.profile.hosts);
+    assert!(
+        r.categories.iter().all(|c| c.category != Network),
+        "{:#?}",
+        r.profile.hosts
+    );
     assert_eq!(r.verdict, Verdict::Clean);
     // a public resolver on 53 is egress
     let mut t = benign();
@@ -99,12 +146,25 @@ fn score_counts_each_indicator_once_and_caps_at_100() {
         t.http(10, 1, "GET", &format!("https://{h}/"), h, 0);
     }
     let r = judge(&t.done(), &statics(&[Network], &[]));
-    assert_eq!(r.indicators.iter().filter(|i| i.id == "BEHAV_UNDECLARED_HOST").count(), 3);
+    assert_eq!(
+        r.indicators
+            .iter()
+            .filter(|i| i.id == "BEHAV_UNDECLARED_HOST")
+            .count(),
+        3
+    );
     // undeclared hosts and the host divergence are one fact: 30, not 60
     assert_eq!(r.score, 30, "{:#?}", r.indicators);
     assert_eq!(r.verdict, Verdict::Suspicious);
     let mut t = benign();
-    let q = t.http(10, 1, "POST", "https://45.61.136.17:8443/", "45.61.136.17", 100);
+    let q = t.http(
+        10,
+        1,
+        "POST",
+        "https://45.61.136.17:8443/",
+        "45.61.136.17",
+        100,
+    );
     t.canary("aws", None, q, &[]);
     t.write(10, 1, "/home/alice/.bashrc");
     t.read(10, 1, "/.dockerenv");
@@ -133,14 +193,20 @@ fn with_host(h: &str) -> crate::trace::Trace {
 
 #[test]
 fn drift_names_new_hosts_and_an_identical_run_has_none() {
-    let s = statics(&[Network, Execution], &["api.example.com", "new.example.net"]);
+    let s = statics(
+        &[Network, Execution],
+        &["api.example.com", "new.example.net"],
+    );
     let cfg = AnalyseConfig::shipped();
     let first = judge(&with_host("api.example.com"), &s);
     let mut base = BaselineSummary::from_report(&first).expect("fidelity known");
     base.accepted_at = "2026-01-01T00:00:00Z".into();
     let again = analyse(&with_host("api.example.com"), &s, Some(&base), &cfg);
     assert!(!has(&again, "BEHAV_DRIFT"), "{:#?}", again.indicators);
-    assert_eq!(again.baseline.as_ref().map(|b| b.accepted_at.as_str()), Some("2026-01-01T00:00:00Z"));
+    assert_eq!(
+        again.baseline.as_ref().map(|b| b.accepted_at.as_str()),
+        Some("2026-01-01T00:00:00Z")
+    );
     let mut t = benign();
     t.dns(10, "api.example.com", "198.18.0.7");
     t.dns(10, "new.example.net", "198.18.0.8");
@@ -148,9 +214,20 @@ fn drift_names_new_hosts_and_an_identical_run_has_none() {
     t.spawn(10, 11, 1);
     let g = t.exec(11, 1, "/usr/bin/git", &["git", "push"]);
     let r = analyse(&t.done(), &s, Some(&base), &cfg);
-    let d: Vec<_> = r.indicators.iter().filter(|i| i.id == "BEHAV_DRIFT").collect();
-    assert!(d.iter().any(|i| i.summary.contains("hosts") && i.summary.contains("new.example.net") && i.evidence.contains(&c)), "{d:#?}");
-    assert!(d.iter().any(|i| i.summary.contains("/usr/bin/git") && i.evidence.contains(&g)));
+    let d: Vec<_> = r
+        .indicators
+        .iter()
+        .filter(|i| i.id == "BEHAV_DRIFT")
+        .collect();
+    assert!(
+        d.iter().any(|i| i.summary.contains("hosts")
+            && i.summary.contains("new.example.net")
+            && i.evidence.contains(&c)),
+        "{d:#?}"
+    );
+    assert!(d
+        .iter()
+        .any(|i| i.summary.contains("/usr/bin/git") && i.evidence.contains(&g)));
     assert!(!d.iter().any(|i| i.summary.contains("api.example.com")));
     assert_eq!(r.verdict, Verdict::Suspicious);
 }
@@ -178,9 +255,17 @@ fn reports_are_deterministic_and_replay_reproduces_them() {
         w.write(e.clone()).unwrap();
     }
     drop(w);
-    let replayed = replay(&path, &s, None, &AnalyseConfig::shipped()).unwrap().to_json();
+    let replayed = replay(&path, &s, None, &AnalyseConfig::shipped())
+        .unwrap()
+        .to_json();
     assert_eq!(live, replayed);
-    assert!(replay(&dir.path().join("missing"), &s, None, &AnalyseConfig::shipped()).is_err());
+    assert!(replay(
+        &dir.path().join("missing"),
+        &s,
+        None,
+        &AnalyseConfig::shipped()
+    )
+    .is_err());
 }
 
 #[test]
@@ -195,7 +280,15 @@ fn hostile_strings_do_not_break_the_analyser() {
     t.http(10, 1, "GET", "http://[::1", "", 0);
     t.http(10, 1, "GET", "%zz%", "%", 0);
     t.canary("nope", Some("..."), u64::MAX, &[]);
-    t.ev(-5, None, EventKind::Spawn { parent: -1, child: -1, thread: false });
+    t.ev(
+        -5,
+        None,
+        EventKind::Spawn {
+            parent: -1,
+            child: -1,
+            thread: false,
+        },
+    );
     let r = judge(&t.done(), &none());
     assert!(r.score <= 100);
     let _ = crate::report::summary(&r);
