@@ -6,7 +6,7 @@
 
 mod sqlite;
 
-pub use sqlite::{default_path, SqliteStore};
+pub use sqlite::{default_path, default_path_from, SqliteStore};
 
 use crate::model::{Category, Fidelity};
 use crate::report::{CategoryFinding, Profile, Report, Verdict};

@@ -5,6 +5,7 @@
 use super::{AcceptOutcome, BaselineEntry, BaselineError, BaselineStore, BaselineSummary};
 use crate::model::Fidelity;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -14,9 +15,18 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// `$XDG_DATA_HOME/skill-observer/baselines.sqlite`, else `~/.local/share/skill-observer/…`.
 pub fn default_path() -> Result<PathBuf, BaselineError> {
-    let base = match std::env::var_os("XDG_DATA_HOME").filter(|v| Path::new(v).is_absolute()) {
+    default_path_from(std::env::var_os("XDG_DATA_HOME"), std::env::var_os("HOME"))
+}
+
+/// [`default_path`] for given `XDG_DATA_HOME` and `HOME` values. A relative `XDG_DATA_HOME` is
+/// ignored, as the XDG specification requires.
+pub fn default_path_from(
+    xdg: Option<OsString>,
+    home: Option<OsString>,
+) -> Result<PathBuf, BaselineError> {
+    let base = match xdg.filter(|v| Path::new(v).is_absolute()) {
         Some(x) => PathBuf::from(x),
-        None => match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        None => match home.filter(|v| Path::new(v).is_absolute()) {
             Some(h) => PathBuf::from(h).join(".local").join("share"),
             None => return Err(BaselineError::NoDataDir),
         },
@@ -225,3 +235,7 @@ impl BaselineStore for SqliteStore {
         Ok(n > 0)
     }
 }
+
+#[cfg(test)]
+#[path = "sqlite_tests.rs"]
+mod tests;
