@@ -281,18 +281,19 @@ pub fn remote_exec(o: &Observations, layout: &Layout) -> Vec<(String, Vec<u64>)>
     }
     // 3. a file written by a process that talked to the network, later run
     let mut fetched: HashMap<String, u64> = HashMap::new();
+    let rename_from: HashMap<u64, &super::observe::FileObs> = o
+        .files
+        .iter()
+        .filter(|f| f.access == crate::report::FileAccess::RenameFrom)
+        .map(|f| (f.seq, f))
+        .collect();
     for f in &o.files {
         if f.access.is_write() && !f.failed && net_pids.contains(&f.pid) {
             fetched.entry(f.path.clone()).or_insert(f.seq);
         }
         if f.access == crate::report::FileAccess::RenameTo {
             // follow a fetched file through `mv`
-            if let Some(src) = o
-                .files
-                .iter()
-                .rev()
-                .find(|s| s.seq == f.seq && s.access == crate::report::FileAccess::RenameFrom)
-            {
+            if let Some(src) = rename_from.get(&f.seq) {
                 if let Some(s) = fetched.get(&src.path).copied() {
                     fetched.insert(f.path.clone(), s);
                 }

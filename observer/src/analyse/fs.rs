@@ -278,7 +278,10 @@ const WEAK_TOOLS: &[&str] = &["lscpu", "hostnamectl", "lsmod", "dmesg", "mount",
 
 fn marker(path: &str, list: &[&str]) -> Option<String> {
     list.iter()
-        .find(|m| path == **m || path.starts_with(&format!("{m}/")))
+        .find(|m| {
+            path.strip_prefix(**m)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        })
         .map(|m| m.to_string())
 }
 

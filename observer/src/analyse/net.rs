@@ -59,6 +59,9 @@ pub struct HostAgg {
     pub seqs: Vec<u64>,
     pub ports: BTreeSet<u16>,
     pub data: bool,
+    pub addrs: BTreeSet<String>,
+    pub urls: BTreeSet<String>,
+    pub via: BTreeSet<&'static str>,
 }
 
 pub fn hosts_by_key(o: &Observations, cfg: &AnalyseConfig) -> BTreeMap<String, HostAgg> {
@@ -70,7 +73,13 @@ pub fn hosts_by_key(o: &Observations, cfg: &AnalyseConfig) -> BTreeMap<String, H
             seqs: vec![],
             ports: BTreeSet::new(),
             data: false,
+            addrs: BTreeSet::new(),
+            urls: BTreeSet::new(),
+            via: BTreeSet::new(),
         });
+        a.addrs.extend(g.addr.clone());
+        a.urls.extend(g.url.clone());
+        a.via.insert(g.via);
         a.seqs.push(g.seq);
         if let Some(p) = g.port.filter(|_| g.via != "dns") {
             a.ports.insert(p);

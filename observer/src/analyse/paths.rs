@@ -62,6 +62,12 @@ pub struct Layout {
     path_dirs: Vec<String>,
     /// (normalised path, credential id, service hosts)
     pub cred_files: Vec<(String, String, Vec<String>)>,
+    shell_startup: Vec<String>,
+    scheduler: Vec<String>,
+    package_config: Vec<String>,
+    documents: Vec<String>,
+    cache: Vec<String>,
+    ssh_persist: Vec<(String, &'static str)>,
 }
 
 const SHELL_STARTUP_HOME: &[&str] = &[
@@ -277,7 +283,37 @@ impl Layout {
             .iter()
             .map(|c| (n(&c.path), c.credential.clone(), c.service_hosts.clone()))
             .collect();
+        let in_home = |rels: &[&str]| -> Vec<String> {
+            if home.is_empty() {
+                return vec![];
+            }
+            rels.iter().map(|r| format!("{home}/{r}")).collect()
+        };
+        let with = |mut v: Vec<String>, abs: &[&str]| {
+            v.extend(abs.iter().map(|a| a.to_string()));
+            v
+        };
+        let mut package_config = with(in_home(PACKAGE_CONFIG_HOME), PACKAGE_CONFIG_SYS);
+        if !workspace.is_empty() {
+            package_config.extend(PACKAGE_CONFIG_WS.iter().map(|r| format!("{workspace}/{r}")));
+        }
+        let ssh_persist = [
+            (".ssh/authorized_keys", "ssh authorized_keys"),
+            (".ssh/authorized_keys2", "ssh authorized_keys"),
+            (".ssh/rc", "ssh login script"),
+            (".ssh/config", "ssh client config (ProxyCommand)"),
+        ]
+        .iter()
+        .filter(|_| !home.is_empty())
+        .map(|(r, why)| (format!("{home}/{r}"), *why))
+        .collect();
         Layout {
+            shell_startup: with(in_home(SHELL_STARTUP_HOME), SHELL_STARTUP_SYS),
+            scheduler: with(in_home(SCHEDULER_HOME), SCHEDULER_SYS),
+            package_config,
+            documents: in_home(DOCUMENTS_HOME),
+            cache: in_home(CACHE_HOME),
+            ssh_persist,
             ci,
             home,
             workspace,
@@ -291,32 +327,29 @@ impl Layout {
         }
     }
 
-    /// `path` is `dir` or below it (empty `dir` never matches).
+    /// `path` is `dir` or below it (empty `dir` never matches). Byte-wise, without allocating:
+    /// this runs for every file event against every folder list.
     pub fn under(&self, path: &str, dir: &str) -> bool {
         if dir.is_empty() {
             return false;
         }
-        let dir = dir.trim_end_matches('/');
-        let (p, d) = if self.ci {
-            (path.to_lowercase(), dir.to_lowercase())
-        } else {
-            (path.to_string(), dir.to_string())
-        };
-        if d.is_empty() {
-            return true;
+        let d = dir.trim_end_matches('/').as_bytes();
+        let p = path.as_bytes();
+        if p.len() < d.len() {
+            return false;
         }
-        p == d || (p.starts_with(&d) && p.as_bytes().get(d.len()) == Some(&b'/'))
+        let head = &p[..d.len()];
+        // macOS compares names case-insensitively (ASCII folding covers the paths that matter).
+        let same = if self.ci {
+            head.eq_ignore_ascii_case(d)
+        } else {
+            head == d
+        };
+        same && (p.len() == d.len() || p[d.len()] == b'/')
     }
 
     fn under_any(&self, path: &str, dirs: &[String]) -> bool {
         dirs.iter().any(|d| self.under(path, d))
-    }
-
-    fn under_home_list(&self, path: &str, rels: &[&str]) -> bool {
-        !self.home.is_empty()
-            && rels
-                .iter()
-                .any(|r| self.under(path, &format!("{}/{r}", self.home)))
     }
 
     fn under_list(&self, path: &str, abs: &[&str]) -> bool {
@@ -354,12 +387,9 @@ impl Layout {
             PathClass::Temp
         } else if self.in_workspace(path) {
             PathClass::Workspace
-        } else if self.under_home_list(path, SHELL_STARTUP_HOME)
-            || self.under_list(path, SHELL_STARTUP_SYS)
-        {
+        } else if self.under_any(path, &self.shell_startup) {
             PathClass::ShellStartup
-        } else if self.under_home_list(path, SCHEDULER_HOME) || self.under_list(path, SCHEDULER_SYS)
-        {
+        } else if self.under_any(path, &self.scheduler) {
             PathClass::Scheduler
         } else if self.is_package_config(path) {
             PathClass::PackageConfig
@@ -369,9 +399,9 @@ impl Layout {
             .any(|d| self.under(path, d) && path.len() > d.len())
         {
             PathClass::PathDir
-        } else if self.under_home_list(path, DOCUMENTS_HOME) {
+        } else if self.under_any(path, &self.documents) {
             PathClass::UserDocument
-        } else if self.under_home_list(path, CACHE_HOME) {
+        } else if self.under_any(path, &self.cache) {
             PathClass::Cache
         } else if self.under(path, &self.home) {
             PathClass::Home
@@ -384,12 +414,7 @@ impl Layout {
 
     /// Package-manager / VCS configuration that decides where code is fetched from.
     pub fn is_package_config(&self, path: &str) -> bool {
-        self.under_home_list(path, PACKAGE_CONFIG_HOME)
-            || self.under_list(path, PACKAGE_CONFIG_SYS)
-            || (!self.workspace.is_empty()
-                && PACKAGE_CONFIG_WS
-                    .iter()
-                    .any(|r| self.under(path, &format!("{}/{r}", self.workspace))))
+        self.under_any(path, &self.package_config)
     }
 
     /// Why writing `path` makes something run later without the user asking, if it does.
@@ -416,17 +441,8 @@ impl Layout {
         {
             return Some("python startup hook (.pth / sitecustomize)");
         }
-        if !self.home.is_empty() {
-            for (rel, why) in [
-                (".ssh/authorized_keys", "ssh authorized_keys"),
-                (".ssh/authorized_keys2", "ssh authorized_keys"),
-                (".ssh/rc", "ssh login script"),
-                (".ssh/config", "ssh client config (ProxyCommand)"),
-            ] {
-                if self.under(path, &format!("{}/{rel}", self.home)) {
-                    return Some(why);
-                }
-            }
+        if let Some((_, why)) = self.ssh_persist.iter().find(|(p, _)| self.under(path, p)) {
+            return Some(why);
         }
         if class == PathClass::AgentSettings
             && (lower.contains("/hooks/") || lower.contains("/hooks.json"))

@@ -143,21 +143,14 @@ pub fn build(
         .collect();
 
     for (key, a) in hosts_by_key(o, cfg) {
-        let mut addrs = BTreeSet::new();
-        let mut urls = BTreeSet::new();
-        let mut via = BTreeSet::new();
-        for g in o.egress.iter().filter(|g| a.seqs.contains(&g.seq)) {
-            addrs.extend(g.addr.clone());
-            urls.extend(g.url.clone());
-            via.insert(g.via.to_string());
-        }
+        let (addrs, urls, via) = (a.addrs, a.urls, a.via);
         p.hosts.push(HostInfo {
             declared: declared(&key, statics),
             host: key,
             addrs: addrs.into_iter().collect(),
             ports: a.ports.iter().copied().collect(),
             urls: urls.into_iter().take(cfg.thresholds.evidence_cap).collect(),
-            via: via.into_iter().collect(),
+            via: via.into_iter().map(String::from).collect(),
             sent_data: a.data,
             evidence: cap(a.seqs, cfg),
         });
