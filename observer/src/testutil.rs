@@ -192,6 +192,26 @@ impl T {
         )
     }
 
+    /// An exec of a `#!` script: the kernel runs `exe` (its interpreter) for `path`.
+    pub fn exec_script(
+        &mut self,
+        pid: i32,
+        step: u32,
+        path: &str,
+        exe: &str,
+        argv: &[&str],
+    ) -> u64 {
+        let argv = argv.iter().map(|s| s.to_string()).collect();
+        let kind = EventKind::Exec {
+            path: path.into(),
+            argv,
+            cwd: WS.into(),
+            exe: Some(exe.into()),
+            result: SysResult::ok(0),
+        };
+        self.ev(pid, Some(step), kind)
+    }
+
     pub fn read(&mut self, pid: i32, step: u32, path: &str) -> u64 {
         self.ev(
             pid,

@@ -1,7 +1,7 @@
 //! Canary hits from the egress capture: which credential left, to which host (the carrying
 //! event is the wire truth), and whether that host is the credential's own service.
 
-use super::hosts;
+use super::hosts::{self, Host};
 use super::observe::{CanaryObs, CredObs, Observations};
 use crate::trace::{Event, EventKind, Trace};
 use std::collections::{BTreeSet, HashMap};
@@ -74,6 +74,10 @@ pub fn canaries(
         }
         svc.remove("");
         let svc: Vec<String> = svc.into_iter().collect();
+        let mut h = h;
+        if let Some(real) = src.and_then(|e| fronted(o, e, h.as_ref()?, &svc)) {
+            h = Some(real);
+        }
         let own_service = h
             .as_ref()
             .is_some_and(|h| hosts::matches_any(&h.name, &svc));
@@ -104,4 +108,27 @@ pub fn canaries(
             via_dns,
         });
     }
+}
+
+/// An HTTP request may name the credential's service in its `Host` header while the process only
+/// ever connected elsewhere (domain fronting, or a raw IP with a forged header). Then the wire
+/// destination is the host it connected to. Returns that host when the claim is unsupported.
+fn fronted(o: &Observations, carrier: &Event, claimed: &Host, svc: &[String]) -> Option<Host> {
+    if !matches!(carrier.kind, EventKind::HttpRequest { .. }) || carrier.pid <= 0 {
+        return None;
+    }
+    if !hosts::matches_any(&claimed.name, svc) {
+        return None;
+    }
+    let conns: Vec<&Host> = o
+        .egress
+        .iter()
+        .filter(|g| g.pid == carrier.pid && g.seq < carrier.seq)
+        .filter(|g| matches!(g.via, "connection" | "socket" | "tls"))
+        .map(|g| &g.host)
+        .collect();
+    if conns.is_empty() || conns.iter().any(|c| hosts::matches_any(&c.name, svc)) {
+        return None;
+    }
+    conns.last().map(|c| (*c).clone())
 }

@@ -86,6 +86,9 @@ fn is_shell(program: &str) -> bool {
 /// the program itself lies in the skill folder, or an interpreter is handed a file from it
 /// (directly or as a shell `-c` that is one simple command).
 fn bundled_script(e: &ExecObs, layout: &Layout) -> Option<String> {
+    if layout.in_skill(&e.path) {
+        return Some(e.path.clone());
+    }
     if layout.in_skill(&e.program) {
         return Some(e.program.clone());
     }
@@ -242,7 +245,7 @@ fn fetch_and_run_cmd(e: &ExecObs) -> Option<&'static str> {
 }
 
 /// REMOTE_EXEC findings: (summary, evidence).
-pub fn remote_exec(o: &Observations, layout: &Layout) -> Vec<(String, Vec<u64>)> {
+pub fn remote_exec(o: &Observations) -> Vec<(String, Vec<u64>)> {
     let mut out = Vec::new();
     let net_pids: HashSet<i32> = o.egress.iter().map(|g| g.pid).collect();
     let net_seq: HashMap<i32, u64> = o.egress.iter().fold(HashMap::new(), |mut m, g| {
@@ -305,7 +308,7 @@ pub fn remote_exec(o: &Observations, layout: &Layout) -> Vec<(String, Vec<u64>)>
             continue;
         }
         let cwd = (!e.cwd.is_empty()).then_some(e.cwd.as_str());
-        let mut cands = vec![e.program.clone()];
+        let mut cands = vec![e.path.clone(), e.program.clone()];
         if is_interpreter(&e.program) {
             cands.extend(
                 e.argv
@@ -325,19 +328,19 @@ pub fn remote_exec(o: &Observations, layout: &Layout) -> Vec<(String, Vec<u64>)>
             ));
         }
         // fileless: a program run from a memfd or an fd path
-        if e.program.starts_with("/memfd:")
-            || e.program.contains("(deleted)")
-            || e.program.starts_with("/proc/self/fd/")
-            || e.program.starts_with("/dev/fd/")
-        {
-            out.push((
-                format!("fileless execution from {}", e.program),
-                vec![e.seq],
-            ));
+        if let Some(p) = [&e.path, &e.program].into_iter().find(|p| fileless(p)) {
+            out.push((format!("fileless execution from {p}"), vec![e.seq]));
         }
     }
-    let _ = layout;
     out
+}
+
+fn fileless(p: &str) -> bool {
+    let fd_path = p
+        .strip_prefix("/proc/")
+        .and_then(|r| r.split_once('/'))
+        .is_some_and(|(_, rest)| rest.starts_with("fd/"));
+    p.starts_with("/memfd:") || p.ends_with("(deleted)") || p.starts_with("/dev/fd/") || fd_path
 }
 
 /// Persistence installed by running a command (crontab, systemctl enable, launchctl load, at).

@@ -132,6 +132,26 @@ pub fn host_matches(host: &str, pattern: &str) -> bool {
             && host.as_bytes()[host.len() - p.len() - 1] == b'.')
 }
 
+/// A declared host pattern that names a site. A bare suffix (`*.com`, `co.uk`, `*`) would declare
+/// half the internet: a skill writing one in its front matter must not launder every host.
+pub fn usable_declared(pattern: &str) -> bool {
+    let p = pattern.trim();
+    let p = p.strip_prefix("*.").unwrap_or(p);
+    let h = normalize_host(p);
+    if h.ip.is_some() {
+        return true;
+    }
+    let labels: Vec<&str> = h.name.split('.').filter(|l| !l.is_empty()).collect();
+    if labels.len() < 2 || labels.iter().any(|l| l.contains('*')) {
+        return false;
+    }
+    // `co.uk`, `com.au`: a public suffix, not a site
+    let public_2 = labels.len() == 2
+        && labels[1].len() == 2
+        && ["co", "com", "net", "org", "gov", "edu", "ac"].contains(&labels[0]);
+    !public_2
+}
+
 pub fn matches_any<S: AsRef<str>>(host: &str, patterns: &[S]) -> bool {
     patterns.iter().any(|p| host_matches(host, p.as_ref()))
 }
@@ -443,6 +463,22 @@ mod tests {
         assert!(!host_matches("evilgithub.com", "github.com"));
         assert!(!host_matches("github.com", "api.github.com"));
         assert!(!host_matches("x", ""));
+    }
+
+    #[test]
+    fn over_broad_declarations_are_ignored() {
+        for bad in ["*", "*.com", "com", "*.co.uk", "co.uk", "*.*", "", "*.io."] {
+            assert!(!usable_declared(bad), "{bad}");
+        }
+        for ok in [
+            "api.github.com",
+            "*.example.com",
+            "example.co.uk",
+            "45.61.136.17",
+            "https://x.example/a",
+        ] {
+            assert!(usable_declared(ok), "{ok}");
+        }
     }
 
     #[test]

@@ -165,7 +165,7 @@ pub fn analyse(
     net::canary_findings(&o, statics, &mut f);
     net::cred_access_findings(&o, statics, ctx, &mut f);
     net::cred_flow_findings(&o, statics, ctx, &mut f);
-    for (summary, ev) in exec::remote_exec(&o, &layout) {
+    for (summary, ev) in exec::remote_exec(&o) {
         f.push(Finding::new("BEHAV_REMOTE_EXEC", summary, ev));
     }
     fs::write_findings(&o, &layout, statics, cfg, &mut f);

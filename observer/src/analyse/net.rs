@@ -23,7 +23,12 @@ pub fn host_key(name: &str, cfg: &AnalyseConfig) -> String {
 }
 
 pub fn declared(host: &str, statics: &StaticView) -> bool {
-    hosts::matches_any(host.trim_start_matches("*."), &statics.declared_hosts)
+    let host = host.trim_start_matches("*.");
+    statics
+        .declared_hosts
+        .iter()
+        .filter(|d| hosts::usable_declared(d))
+        .any(|d| hosts::host_matches(host, d))
 }
 
 /// Declared hosts and every credential's service hosts: names a look-alike would imitate.
@@ -286,12 +291,9 @@ pub fn cred_declared(statics: &StaticView, ctx: &RunContext, cred: &str) -> bool
     if statics.declared_hosts.is_empty() || matches!(cred, "keychain" | "process-environment") {
         return true;
     }
-    service_hosts(ctx, cred).iter().any(|s| {
-        statics
-            .declared_hosts
-            .iter()
-            .any(|d| hosts::host_matches(&hosts::normalize_host(s).name, d))
-    })
+    service_hosts(ctx, cred)
+        .iter()
+        .any(|s| declared(&hosts::normalize_host(s).name, statics))
 }
 
 pub fn cred_access_findings(

