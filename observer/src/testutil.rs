@@ -212,6 +212,13 @@ impl T {
         self.ev(pid, Some(step), kind)
     }
 
+    /// The agent starting step `step` by running the bundled `scripts/{script}` with python3.
+    pub fn launch(&mut self, pid: i32, step: u32, script: &str) -> u64 {
+        self.step(step, &format!("scripts/{script}"));
+        let path = format!("{SKILL}/scripts/{script}");
+        self.exec(pid, step, "/usr/bin/python3", &["python3", &path])
+    }
+
     pub fn read(&mut self, pid: i32, step: u32, path: &str) -> u64 {
         self.ev(
             pid,

@@ -249,13 +249,7 @@ fn processes_racing_on_a_first_baseline_store_exactly_one() {
 
 fn run(hosts: &[&str], complete: bool) -> crate::trace::Trace {
     let mut t = T::new();
-    t.step(1, "scripts/sync.py");
-    t.exec(
-        10,
-        1,
-        "/usr/bin/python3",
-        &["python3", &format!("{SKILL}/scripts/sync.py")],
-    );
+    t.launch(10, 1, "sync.py");
     for (i, h) in hosts.iter().enumerate() {
         let ip = format!("198.18.0.{}", i + 1);
         t.dns(10, h, &ip);

@@ -64,13 +64,7 @@ fn reports() -> Vec<Report> {
     let cfg = AnalyseConfig::shipped();
     let mut out = vec![judge(&attack(), &none())];
     let mut t = T::new();
-    t.step(1, "scripts/run.py");
-    t.exec(
-        10,
-        1,
-        "/usr/bin/python3",
-        &["python3", &format!("{SKILL}/scripts/run.py")],
-    );
+    t.launch(10, 1, "run.py");
     t.write(10, 1, &format!("{WS}/out.md"));
     let clean = t.finished();
     out.push(judge(&clean, &none()));
@@ -165,6 +159,10 @@ fn summary_shows_verdict_score_top_indicators_and_coverage() {
     assert!(exfil.contains("[events "), "{exfil}");
     assert!(s.contains("incomplete run:") && s.contains("- cancelled"));
     assert!(!s.contains('\u{1b}'));
+    // a multi-byte digest is cut on a character boundary
+    let mut t = T::new();
+    t.header.skill_digest = Some("é".repeat(40));
+    assert!(summary(&judge(&t.done(), &none())).contains(&"é".repeat(12)));
     // a skill name with a newline cannot forge a verdict line
     let mut t = T::new();
     t.header.skill = Some("x\nCLEAN  score 0/100".into());

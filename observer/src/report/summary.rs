@@ -11,7 +11,7 @@ pub fn summary(r: &Report) -> String {
         .skill
         .digest
         .as_deref()
-        .map(|d| format!(" {}", &d[..d.len().min(12)]))
+        .map(|d| format!(" {}", one_line(&d.chars().take(12).collect::<String>())))
         .unwrap_or_default();
     let fid = r
         .skill

@@ -68,13 +68,7 @@ fn the_steps_own_interpreter_is_not_execution() {
 #[test]
 fn what_the_skill_runs_is_execution() {
     let mut t = T::new();
-    t.step(1, "scripts/report.py");
-    t.exec(
-        10,
-        1,
-        "/usr/bin/python3",
-        &["python3", &format!("{SKILL}/scripts/report.py")],
-    );
+    t.launch(10, 1, "report.py");
     t.spawn(10, 11, 1);
     let git = t.exec(11, 1, "/usr/bin/git", &["git", "status"]);
     // the launcher itself going on to run something else is execution too
@@ -225,13 +219,7 @@ fn download_rename_then_execute() {
     assert!(i.evidence == vec![w, run], "{i:?}");
     // an interpreter handed the downloaded file counts the same way
     let mut t = T::new();
-    t.step(1, "x");
-    t.exec(
-        10,
-        1,
-        "/usr/bin/python3",
-        &["python3", &format!("{SKILL}/scripts/fetch.py")],
-    );
+    t.launch(10, 1, "fetch.py");
     t.http(
         10,
         1,

@@ -5,13 +5,7 @@ use crate::trace::FileOp;
 
 fn base() -> T {
     let mut t = T::new();
-    t.step(1, "scripts/run.py");
-    t.exec(
-        10,
-        1,
-        "/usr/bin/python3",
-        &["python3", &format!("{SKILL}/scripts/run.py")],
-    );
+    t.launch(10, 1, "run.py");
     t
 }
 

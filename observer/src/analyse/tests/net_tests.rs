@@ -5,13 +5,7 @@ use crate::testutil::*;
 /// A skill step that reads `GITHUB_TOKEN` and calls the GitHub API with it.
 fn github_call(host_header: &str) -> crate::trace::Trace {
     let mut t = T::new();
-    t.step(1, "scripts/sync.py");
-    t.exec(
-        10,
-        1,
-        "/usr/bin/python3",
-        &["python3", &format!("{SKILL}/scripts/sync.py")],
-    );
+    t.launch(10, 1, "sync.py");
     t.dns(10, "api.github.com", "198.18.0.5");
     t.connect(10, 1, "198.18.0.5", 443);
     let req = t.http(
@@ -155,13 +149,7 @@ fn own_service_but_undeclared_is_credential_use_not_exfiltration() {
 #[test]
 fn undeclared_host_fires_declared_and_subdomains_do_not() {
     let mut t = T::new();
-    t.step(1, "run");
-    t.exec(
-        10,
-        1,
-        "/usr/bin/python3",
-        &["python3", &format!("{SKILL}/scripts/a.py")],
-    );
+    t.launch(10, 1, "a.py");
     t.dns(10, "uploads.github.com", "198.18.0.2");
     t.dns(10, "PyPI.org.", "198.18.0.3");
     t.dns(10, "localhost", "127.0.0.1");
@@ -412,22 +400,10 @@ fn no_credential_access_without_a_planted_read() {
 #[test]
 fn credential_flow_without_a_matching_value() {
     let mut t = T::new();
-    t.step(1, "read");
-    t.exec(
-        10,
-        1,
-        "/usr/bin/python3",
-        &["python3", &format!("{SKILL}/scripts/a.py")],
-    );
+    t.launch(10, 1, "a.py");
     let rd = t.read(10, 1, "/home/alice/.aws/credentials");
     t.write(10, 1, "/tmp/.cache.bin");
-    t.step(2, "send");
-    t.exec(
-        20,
-        2,
-        "/usr/bin/python3",
-        &["python3", &format!("{SKILL}/scripts/b.py")],
-    );
+    t.launch(20, 2, "b.py");
     t.read(20, 2, "/tmp/.cache.bin");
     let post = t.http(
         20,
@@ -450,13 +426,7 @@ fn credential_flow_without_a_matching_value() {
 #[test]
 fn no_credential_flow_before_the_read_or_to_declared_hosts() {
     let mut t = T::new();
-    t.step(1, "run");
-    t.exec(
-        10,
-        1,
-        "/usr/bin/python3",
-        &["python3", &format!("{SKILL}/scripts/a.py")],
-    );
+    t.launch(10, 1, "a.py");
     t.http(
         10,
         1,
@@ -482,13 +452,7 @@ fn no_credential_flow_before_the_read_or_to_declared_hosts() {
         "api.example.com",
         10,
     );
-    t.step(2, "other");
-    t.exec(
-        20,
-        2,
-        "/usr/bin/python3",
-        &["python3", &format!("{SKILL}/scripts/b.py")],
-    );
+    t.launch(20, 2, "b.py");
     t.http(
         20,
         2,
@@ -547,13 +511,7 @@ fn a_forged_host_header_does_not_make_a_foreign_host_the_service() {
 #[test]
 fn an_over_broad_declaration_does_not_launder_hosts() {
     let mut t = T::new();
-    t.step(1, "x");
-    t.exec(
-        10,
-        1,
-        "/usr/bin/python3",
-        &["python3", &format!("{SKILL}/scripts/a.py")],
-    );
+    t.launch(10, 1, "a.py");
     t.http(
         10,
         1,
