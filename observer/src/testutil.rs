@@ -59,6 +59,11 @@ pub fn context(home: &str) -> RunContext {
                 credential: "npm".into(),
                 service_hosts: vec!["registry.npmjs.org".into()],
             },
+            CredentialFile {
+                path: format!("{home}/.netrc"),
+                credential: "netrc".into(),
+                service_hosts: vec!["api.heroku.com".into()],
+            },
         ],
         credential_env: vec![
             CredentialEnv {

@@ -26,6 +26,7 @@ pub const WEIGHT_KEYS: &[&str] = &[
     "BEHAV_UNTRUSTED_SINK.data",
     "BEHAV_DNS_EXFIL",
     "BEHAV_CRED_ACCESS",
+    "BEHAV_CRED_ACCESS.ambient",
     "BEHAV_CRED_FLOW",
     "BEHAV_SANDBOX_PROBE",
     "BEHAV_ESCAPE_ATTEMPT",
@@ -242,6 +243,7 @@ mod tests {
             );
         }
         assert_eq!(c.weight("INFO_DECLARED_BEHAVIOUR"), 0);
+        assert!(c.weight("BEHAV_CRED_ACCESS.ambient") < c.bands.review);
     }
 
     #[test]

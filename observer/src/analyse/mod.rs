@@ -4,8 +4,8 @@
 //! trace file), so a recorded trace re-judged later gives the same report byte for byte.
 //! Stages: observe (normalise events) → profile → categories → indicators → score → verdict.
 
-mod canary;
 mod config;
+mod creds;
 mod exec;
 mod fs;
 mod hosts;
@@ -115,6 +115,7 @@ pub fn analyse(
     o.egress.iter().for_each(|g| add(Category::Network, g.seq));
     o.creds
         .iter()
+        .filter(|c| !c.ambient)
         .for_each(|c| add(Category::Credential, c.seq));
     o.execs
         .iter()

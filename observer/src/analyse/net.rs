@@ -302,20 +302,31 @@ pub fn cred_access_findings(
     ctx: &RunContext,
     out: &mut Vec<Finding>,
 ) {
-    let mut by_cred: BTreeMap<String, (BTreeSet<String>, Vec<u64>)> = BTreeMap::new();
+    let mut by_cred: BTreeMap<(String, bool), (BTreeSet<String>, Vec<u64>)> = BTreeMap::new();
     for c in o.creds.iter().filter(|c| !c.via.starts_with("egress:")) {
-        let e = by_cred.entry(c.credential.clone()).or_default();
+        let e = by_cred
+            .entry((c.credential.clone(), c.ambient))
+            .or_default();
         e.0.insert(c.via.clone());
         e.1.push(c.seq);
     }
-    for (cred, (vias, seqs)) in by_cred {
+    for ((cred, ambient), (vias, seqs)) in by_cred {
         if cred_declared(statics, ctx, &cred) {
             continue;
         }
         let v: Vec<&str> = vias.iter().map(|s| s.as_str()).collect();
-        out.push(Finding::new(
+        let (key, how) = if ambient {
+            (
+                "BEHAV_CRED_ACCESS.ambient",
+                "implicitly read planted credential",
+            )
+        } else {
+            ("BEHAV_CRED_ACCESS", "read planted credential")
+        };
+        out.push(Finding::keyed(
+            key,
             "BEHAV_CRED_ACCESS",
-            format!("read planted credential {cred} ({})", list(&v)),
+            format!("{how} {cred} ({})", list(&v)),
             seqs,
         ));
     }
@@ -350,7 +361,13 @@ pub fn cred_flow_findings(
         Egress(u64, Option<Unit>, &'a Host),
     }
     let mut evs: Vec<Ev> = Vec::new();
-    for c in o.creds.iter().filter(|c| !c.via.starts_with("egress:")) {
+    // Implicit client reads are not a taint source: a library that opens `~/.netrc` before every
+    // request would otherwise turn every request into a credential flow.
+    for c in o
+        .creds
+        .iter()
+        .filter(|c| !c.via.starts_with("egress:") && !c.ambient)
+    {
         evs.push(Ev::Cred(c.seq, unit(c.pid, c.step), &c.credential));
     }
     for f in o.files.iter().filter(|f| !f.failed) {

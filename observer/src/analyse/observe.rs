@@ -58,6 +58,9 @@ pub struct CredObs {
     pub step: Option<u32>,
     pub credential: String,
     pub via: String,
+    /// A read that common clients do implicitly (`~/.netrc` by HTTP libraries, `~/.npmrc` by npm,
+    /// a tool reading its own credential store): reported, weighted low, not a taint source.
+    pub ambient: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -177,6 +180,8 @@ pub fn observe(trace: &Trace, layout: &Layout, events: &[&Event]) -> Observation
     };
 
     let mut cwd: HashMap<i32, String> = HashMap::new();
+    // pid -> (program, argv) of its latest successful exec
+    let mut last_exec: HashMap<i32, (String, Vec<String>)> = HashMap::new();
     let mut aliases: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
     for ev in events {
         let step = ev.step.or_else(|| o.pid_step.get(&ev.pid).copied());
@@ -222,9 +227,16 @@ pub fn observe(trace: &Trace, layout: &Layout, events: &[&Event]) -> Observation
                     if let Some(b) = &base {
                         cwd.insert(ev.pid, b.clone());
                     }
+                    last_exec.insert(ev.pid, (program.clone(), argv.clone()));
                 }
                 if ok {
-                    keychain(&mut o, ev, step, &super::exec::basename(&program), argv);
+                    super::creds::keychain(
+                        &mut o,
+                        ev,
+                        step,
+                        &super::exec::basename(&program),
+                        argv,
+                    );
                 }
                 o.execs.push(ExecObs {
                     seq: ev.seq,
@@ -266,7 +278,8 @@ pub fn observe(trace: &Trace, layout: &Layout, events: &[&Event]) -> Observation
                 }
                 if !write && !is_dir {
                     let np = normalize(path, pid_cwd.as_deref());
-                    cred_read(&mut o, layout, &aliases, ev, step, &np);
+                    let prog = last_exec.get(&ev.pid);
+                    super::creds::cred_read(&mut o, layout, &aliases, ev, step, &np, prog);
                 }
             }
             EventKind::FileOp {
@@ -315,6 +328,7 @@ pub fn observe(trace: &Trace, layout: &Layout, events: &[&Event]) -> Observation
                                 step,
                                 credential: c.0.clone(),
                                 via: format!("file:{src}"),
+                                ambient: false,
                             });
                             aliases.insert(dst_n, c);
                         }
@@ -461,35 +475,14 @@ pub fn observe(trace: &Trace, layout: &Layout, events: &[&Event]) -> Observation
             }
             EventKind::Shim { program, argv } => {
                 let prog = program.rsplit('/').next().unwrap_or(program).to_string();
-                keychain(&mut o, ev, step, &prog, argv);
+                super::creds::keychain(&mut o, ev, step, &prog, argv);
                 o.shims.push((ev.seq, prog, argv.clone()));
             }
             _ => {}
         }
     }
-    super::canary::canaries(&mut o, trace, events, &addr_names);
+    super::creds::canaries(&mut o, trace, events, &addr_names);
     o
-}
-
-/// `security find-generic-password …` and friends read the macOS keychain (shim or real binary).
-fn keychain(o: &mut Observations, ev: &Event, step: Option<u32>, prog: &str, argv: &[String]) {
-    let sub = argv
-        .iter()
-        .skip(1)
-        .find(|a| !a.starts_with('-'))
-        .cloned()
-        .unwrap_or_default();
-    if prog == "security"
-        && (sub.starts_with("find-") || sub.starts_with("dump-") || sub == "export")
-    {
-        o.creds.push(CredObs {
-            seq: ev.seq,
-            pid: ev.pid,
-            step,
-            credential: "keychain".into(),
-            via: format!("keychain:{sub}"),
-        });
-    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -543,48 +536,5 @@ fn url_port(url: &str) -> Option<u16> {
         Some(80)
     } else {
         None
-    }
-}
-
-fn cred_read(
-    o: &mut Observations,
-    layout: &Layout,
-    aliases: &BTreeMap<String, (String, Vec<String>)>,
-    ev: &Event,
-    step: Option<u32>,
-    path: &str,
-) {
-    if let Some((p, c, _)) = layout.credential_for(path) {
-        o.creds.push(CredObs {
-            seq: ev.seq,
-            pid: ev.pid,
-            step,
-            credential: c.clone(),
-            via: format!("file:{p}"),
-        });
-    } else if let Some((c, _)) = aliases.get(path) {
-        o.creds.push(CredObs {
-            seq: ev.seq,
-            pid: ev.pid,
-            step,
-            credential: c.clone(),
-            via: format!("file:{path} (alias)"),
-        });
-    } else if let Some(rest) = path.strip_prefix("/proc/") {
-        let parts: Vec<&str> = rest.split('/').collect();
-        if parts.len() == 2 && parts[1] == "environ" && parts[0].bytes().all(|b| b.is_ascii_digit())
-        {
-            let n: i32 = parts[0].parse().unwrap_or(-1);
-            let own = n == ev.pid || Some(n) == ev.vpid || Some(n) == ev.tid;
-            if !own {
-                o.creds.push(CredObs {
-                    seq: ev.seq,
-                    pid: ev.pid,
-                    step,
-                    credential: "process-environment".into(),
-                    via: format!("environ:{path}"),
-                });
-            }
-        }
     }
 }

@@ -184,18 +184,19 @@ pub fn build(
         })
         .collect();
 
-    let mut creds: BTreeMap<(String, String), Vec<u64>> = BTreeMap::new();
+    let mut creds: BTreeMap<(String, String, bool), Vec<u64>> = BTreeMap::new();
     for c in &o.creds {
         creds
-            .entry((c.credential.clone(), c.via.clone()))
+            .entry((c.credential.clone(), c.via.clone(), c.ambient))
             .or_default()
             .push(c.seq);
     }
     p.credentials = creds
         .into_iter()
-        .map(|((credential, via), s)| CredentialUse {
+        .map(|((credential, via, ambient), s)| CredentialUse {
             credential,
             via,
+            ambient,
             evidence: cap(s, cfg),
         })
         .collect();

@@ -300,6 +300,8 @@ pub struct FileInfo {
 pub struct CredentialUse {
     pub credential: String,
     pub via: String,
+    /// An implicit read by an ordinary client (`~/.netrc` by an HTTP library, a tool's own store).
+    pub ambient: bool,
     pub evidence: Vec<u64>,
 }
 

@@ -523,3 +523,73 @@ fn an_over_broad_declaration_does_not_launder_hosts() {
     let r = judge(&t.done(), &statics(&[Network], &["*.com", "*"]));
     assert!(has(&r, "BEHAV_UNDECLARED_HOST"), "{:#?}", r.indicators);
 }
+
+#[test]
+fn implicit_client_reads_are_low_and_taint_nothing() {
+    // `requests` opens ~/.netrc before each request; npm reads ~/.npmrc
+    let mut t = T::new();
+    t.launch(10, 1, "fetch.py");
+    let n = t.read(10, 1, "/home/alice/.netrc");
+    t.http(
+        10,
+        1,
+        "GET",
+        "https://api.example.com/items?page=2",
+        "api.example.com",
+        0,
+    );
+    t.step(2, "npm install");
+    t.exec(
+        20,
+        2,
+        "/usr/bin/node",
+        &[
+            "node",
+            "/usr/lib/node_modules/npm/bin/npm-cli.js",
+            "install",
+        ],
+    );
+    let m = t.read(20, 2, "/home/alice/.npmrc");
+    let tr = t.done();
+    let r = judge(
+        &tr,
+        &statics(
+            &[Network, Execution],
+            &["api.example.com", "registry.npmjs.org"],
+        ),
+    );
+    assert!(!has(&r, "BEHAV_CRED_FLOW"), "{:#?}", r.indicators);
+    let acc: Vec<_> = r
+        .indicators
+        .iter()
+        .filter(|i| i.id == "BEHAV_CRED_ACCESS")
+        .collect();
+    assert!(
+        acc.iter()
+            .all(|i| i.weight == 10 && i.summary.starts_with("implicitly")),
+        "{acc:#?}"
+    );
+    let ev: Vec<u64> = acc.iter().flat_map(|i| i.evidence.clone()).collect();
+    assert!(ev.contains(&n) && ev.contains(&m), "{n} {m} {acc:#?} {:#?}", r.profile.credentials);
+    assert!(r.categories.iter().all(|c| c.category != Credential));
+    assert_eq!(r.verdict, Verdict::Clean);
+    assert!(r.profile.credentials.iter().all(|c| c.ambient));
+    // the same python reading the AWS credentials is a real read, and then a flow
+    let mut t = T::new();
+    t.launch(10, 1, "fetch.py");
+    t.read(10, 1, "/home/alice/.aws/credentials");
+    t.http(
+        10,
+        1,
+        "POST",
+        "https://metrics.example.org/",
+        "metrics.example.org",
+        300,
+    );
+    let r = judge(
+        &t.done(),
+        &statics(&[Network, Execution], &["api.example.com"]),
+    );
+    assert!(has(&r, "BEHAV_CRED_FLOW"));
+    assert_eq!(find(&r, "BEHAV_CRED_ACCESS").weight, 30);
+}

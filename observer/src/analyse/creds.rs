@@ -1,10 +1,12 @@
-//! Canary hits from the egress capture: which credential left, to which host (the carrying
+//! Credential uses: planted files read (also through aliases), the keychain, other processes'
+//! environments, and canary hits from the egress capture: which credential left, to which host (the carrying
 //! event is the wire truth), and whether that host is the credential's own service.
 
 use super::hosts::{self, Host};
 use super::observe::{CanaryObs, CredObs, Observations};
+use super::paths::Layout;
 use crate::trace::{Event, EventKind, Trace};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub fn canaries(
     o: &mut Observations,
@@ -95,6 +97,7 @@ pub fn canaries(
                     .map(|h| h.name.as_str())
                     .unwrap_or("unknown host")
             ),
+            ambient: false,
         });
         o.canaries.push(CanaryObs {
             seq: ev.seq,
@@ -131,4 +134,123 @@ fn fronted(o: &Observations, carrier: &Event, claimed: &Host, svc: &[String]) ->
         return None;
     }
     conns.last().map(|c| (*c).clone())
+}
+
+/// `security find-generic-password …` and friends read the macOS keychain (shim or real binary).
+pub fn keychain(o: &mut Observations, ev: &Event, step: Option<u32>, prog: &str, argv: &[String]) {
+    let sub = argv
+        .iter()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .cloned()
+        .unwrap_or_default();
+    if prog == "security"
+        && (sub.starts_with("find-") || sub.starts_with("dump-") || sub == "export")
+    {
+        o.creds.push(CredObs {
+            seq: ev.seq,
+            pid: ev.pid,
+            step,
+            credential: "keychain".into(),
+            via: format!("keychain:{sub}"),
+            ambient: false,
+        });
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn cred_read(
+    o: &mut Observations,
+    layout: &Layout,
+    aliases: &BTreeMap<String, (String, Vec<String>)>,
+    ev: &Event,
+    step: Option<u32>,
+    path: &str,
+    prog: Option<&(String, Vec<String>)>,
+) {
+    if let Some((p, c, _)) = layout.credential_for(path) {
+        let ambient = ambient_read(layout, p, prog);
+        o.creds.push(CredObs {
+            seq: ev.seq,
+            pid: ev.pid,
+            step,
+            credential: c.clone(),
+            via: format!("file:{p}"),
+            ambient,
+        });
+    } else if let Some((c, _)) = aliases.get(path) {
+        o.creds.push(CredObs {
+            seq: ev.seq,
+            pid: ev.pid,
+            step,
+            credential: c.clone(),
+            via: format!("file:{path} (alias)"),
+            ambient: false,
+        });
+    } else if let Some(rest) = path.strip_prefix("/proc/") {
+        let parts: Vec<&str> = rest.split('/').collect();
+        if parts.len() == 2 && parts[1] == "environ" && parts[0].bytes().all(|b| b.is_ascii_digit())
+        {
+            let n: i32 = parts[0].parse().unwrap_or(-1);
+            let own = n == ev.pid || Some(n) == ev.vpid || Some(n) == ev.tid;
+            if !own {
+                o.creds.push(CredObs {
+                    seq: ev.seq,
+                    pid: ev.pid,
+                    step,
+                    credential: "process-environment".into(),
+                    via: format!("environ:{path}"),
+                    ambient: false,
+                });
+            }
+        }
+    }
+}
+
+/// Client configuration that libraries of any language open on their own (`requests` reads
+/// `~/.netrc` before every request without explicit auth; npm, yarn and pnpm read `~/.npmrc`).
+const AMBIENT_ANY: &[&str] = &[".netrc", "_netrc", ".npmrc", ".yarnrc", ".yarnrc.yml"];
+/// A tool reading its own credential store: (tool names, path under home).
+const TOOL_OWN: &[(&[&str], &str)] = &[
+    (
+        &["npm", "npx", "yarn", "pnpm", "npm-cli.js", "npx-cli.js"],
+        ".npmrc",
+    ),
+    (&["gh"], ".config/gh"),
+    (&["aws"], ".aws"),
+    (&["kubectl", "helm", "k9s"], ".kube"),
+    (&["docker", "docker-credential-desktop"], ".docker"),
+    (
+        &["git", "git-credential-store", "git-remote-https"],
+        ".git-credentials",
+    ),
+    (
+        &["git", "git-credential-store", "git-remote-https"],
+        ".config/git/credentials",
+    ),
+    (&["gcloud", "gsutil", "bq"], ".config/gcloud"),
+    (&["az"], ".azure"),
+    (&["twine"], ".pypirc"),
+    (&["cargo"], ".cargo/credentials.toml"),
+];
+
+/// Whether reading the planted file `path` is what ordinary clients do implicitly. `prog` is the
+/// reading process's program and argv (for `node …/npm-cli.js` the script names the tool).
+fn ambient_read(layout: &Layout, path: &str, prog: Option<&(String, Vec<String>)>) -> bool {
+    let home = &layout.home;
+    if home.is_empty() {
+        return false;
+    }
+    if AMBIENT_ANY.iter().any(|r| path == format!("{home}/{r}")) {
+        return true;
+    }
+    let Some((program, argv)) = prog else {
+        return false;
+    };
+    let mut names = vec![super::exec::basename(program)];
+    names.extend(argv.iter().take(2).map(|a| super::exec::basename(a)));
+    TOOL_OWN.iter().any(|(tools, rel)| {
+        layout.under(path, &format!("{home}/{rel}"))
+            && names.iter().any(|n| tools.contains(&n.as_str()))
+    })
 }
