@@ -570,7 +570,11 @@ fn implicit_client_reads_are_low_and_taint_nothing() {
         "{acc:#?}"
     );
     let ev: Vec<u64> = acc.iter().flat_map(|i| i.evidence.clone()).collect();
-    assert!(ev.contains(&n) && ev.contains(&m), "{n} {m} {acc:#?} {:#?}", r.profile.credentials);
+    assert!(
+        ev.contains(&n) && ev.contains(&m),
+        "{n} {m} {acc:#?} {:#?}",
+        r.profile.credentials
+    );
     assert!(r.categories.iter().all(|c| c.category != Credential));
     assert_eq!(r.verdict, Verdict::Clean);
     assert!(r.profile.credentials.iter().all(|c| c.ambient));
