@@ -358,7 +358,6 @@ const ESCAPE_SYSCALLS: &[&str] = &[
     "keyctl",
     "add_key",
     "request_key",
-    "io_uring_setup",
     "io_uring_enter",
     "io_uring_register",
     "userfaultfd",
