@@ -56,24 +56,11 @@ pub fn canaries(
             .iter()
             .map(|s| hosts::normalize_host(s).name)
             .collect();
-        for f in &ctx.credential_files {
-            if &f.credential == credential {
-                svc.extend(
-                    f.service_hosts
-                        .iter()
-                        .map(|s| hosts::normalize_host(s).name),
-                );
-            }
-        }
-        for e in &ctx.credential_env {
-            if &e.credential == credential {
-                svc.extend(
-                    e.service_hosts
-                        .iter()
-                        .map(|s| hosts::normalize_host(s).name),
-                );
-            }
-        }
+        svc.extend(
+            super::net::service_hosts(ctx, credential)
+                .iter()
+                .map(|s| hosts::normalize_host(s).name),
+        );
         svc.remove("");
         let svc: Vec<String> = svc.into_iter().collect();
         let mut h = h;

@@ -268,7 +268,7 @@ pub fn canary_findings(o: &Observations, statics: &StaticView, out: &mut Vec<Fin
 }
 
 /// Service hosts of a credential id, from the run context.
-fn service_hosts(ctx: &RunContext, cred: &str) -> Vec<String> {
+pub fn service_hosts(ctx: &RunContext, cred: &str) -> Vec<String> {
     let f = ctx
         .credential_files
         .iter()
