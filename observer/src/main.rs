@@ -1,14 +1,15 @@
 //! The `observe` command.
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
+use observer::analyse::{self, AnalyseConfig};
+use observer::baseline::{self, BaselineStore, BaselineSummary, SqliteStore};
+use observer::model::{Fidelity, StaticView};
+use observer::report::{self, exit, Report};
 use observer::run::{RunOptions, SkillInput};
-use std::path::PathBuf;
+use observer::trace::Trace;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-
-/// Exit statuses (docs/report-format.md).
-const EXIT_INTERNAL: u8 = 1;
-const EXIT_BAD_INPUT: u8 = 2;
-const EXIT_INCOMPLETE: u8 = 30;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -28,21 +29,30 @@ struct Cli {
     /// Static scanner report (JSON with categories and declared_hosts)
     #[arg(long = "static")]
     static_file: Option<PathBuf>,
-    /// Write the JSON report here
+    /// Write the JSON report here ("-" for stdout; the summary then goes to stderr)
     #[arg(long)]
     report: Option<PathBuf>,
     /// Keep the event trace (JSON Lines) here
     #[arg(long)]
     record: Option<PathBuf>,
-    /// Baseline store for drift
+    /// Baseline store for drift (default: a per-user SQLite file)
     #[arg(long)]
     baseline: Option<PathBuf>,
+    /// Judge without any baseline (no drift, nothing stored)
+    #[arg(long, conflicts_with = "baseline")]
+    no_baseline: bool,
     /// Wall-clock budget in seconds
     #[arg(long, default_value_t = 120)]
     timeout: u64,
     /// builtin, or a command that runs an external agent
     #[arg(long, default_value = "builtin")]
     agent: String,
+    /// Write a self-contained HTML report here
+    #[arg(long)]
+    html: Option<PathBuf>,
+    /// Indicator weights and band thresholds overriding the shipped ones (TOML)
+    #[arg(long)]
+    weights: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -53,7 +63,28 @@ enum Cmd {
         json: bool,
     },
     /// Re-judge a recorded trace without a sandbox
-    Replay { trace: PathBuf },
+    Replay {
+        trace: PathBuf,
+        #[arg(long = "static")]
+        static_file: Option<PathBuf>,
+        /// Judge against this baseline store instead of the baseline recorded in the trace
+        #[arg(long)]
+        baseline: Option<PathBuf>,
+        #[arg(long)]
+        report: Option<PathBuf>,
+        #[arg(long)]
+        weights: Option<PathBuf>,
+    },
+    /// Print the report's JSON Schema
+    Schema,
+    /// Manage drift baselines
+    Baseline {
+        #[command(subcommand)]
+        op: BaselineOp,
+        /// Store file (default: the per-user store)
+        #[arg(long, global = true)]
+        store: Option<PathBuf>,
+    },
     /// Diagnostic: run one command in the jail (as the built-in image's user, in its workspace)
     /// and print its output; with --record, keep the trace
     JailExec {
@@ -72,9 +103,90 @@ enum Cmd {
     },
 }
 
+#[derive(Subcommand, Debug)]
+enum BaselineOp {
+    /// List stored baselines
+    List,
+    /// Show one baseline
+    Show {
+        skill: String,
+        #[arg(long, default_value = "bundle")]
+        fidelity: String,
+    },
+    /// Store the profile of a report as the baseline (replacing any)
+    Accept { report: PathBuf },
+    /// Remove a baseline
+    Forget {
+        skill: String,
+        #[arg(long, default_value = "bundle")]
+        fidelity: String,
+    },
+}
+
+fn code(c: i32) -> ExitCode {
+    ExitCode::from(c.clamp(0, 255) as u8)
+}
+
+fn bad_input(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("observe: {msg}");
+    code(exit::BAD_INPUT)
+}
+
+fn internal(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("observe: {msg}");
+    code(exit::INTERNAL_ERROR)
+}
+
 fn not_yet(flag: &str) -> ExitCode {
-    eprintln!("observe: {flag} is not yet supported");
-    ExitCode::from(EXIT_BAD_INPUT)
+    bad_input(format!("{flag} is not yet supported"))
+}
+
+fn parse_fidelity(s: &str) -> Option<Fidelity> {
+    match s {
+        "bundle" => Some(Fidelity::Bundle),
+        "prompt" => Some(Fidelity::Prompt),
+        _ => None,
+    }
+}
+
+fn open_store(path: Option<&Path>) -> anyhow::Result<SqliteStore> {
+    Ok(match path {
+        Some(p) => SqliteStore::open(p)?,
+        None => SqliteStore::open_default()?,
+    })
+}
+
+fn weights(path: Option<&Path>) -> Result<AnalyseConfig, ExitCode> {
+    match path {
+        None => Ok(AnalyseConfig::shipped()),
+        Some(p) => AnalyseConfig::load_file(p).map_err(bad_input),
+    }
+}
+
+/// Writes the report where asked and the summary where it does not collide with it.
+fn deliver(
+    r: &Report,
+    report_to: Option<&Path>,
+    html: Option<(&Path, &Trace)>,
+) -> anyhow::Result<()> {
+    let json = r.to_json();
+    let summary = report::summary(r);
+    match report_to {
+        Some(p) if p == Path::new("-") => {
+            print!("{json}");
+            eprint!("{summary}");
+        }
+        Some(p) => {
+            std::fs::write(p, &json).with_context(|| format!("writing {}", p.display()))?;
+            print!("{summary}");
+        }
+        None => print!("{summary}"),
+    }
+    if let Some((p, t)) = html {
+        std::fs::write(p, report::render_html(r, t))
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -89,10 +201,10 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    match cli.cmd {
+    match &cli.cmd {
         Some(Cmd::Doctor { json }) => {
             let d = observer::doctor::run();
-            if json {
+            if *json {
                 println!("{}", serde_json::to_string_pretty(&d).unwrap_or_default());
             } else {
                 print!("{}", d.render());
@@ -100,10 +212,29 @@ fn main() -> ExitCode {
             return if d.usable() {
                 ExitCode::SUCCESS
             } else {
-                ExitCode::from(EXIT_INTERNAL)
+                code(exit::INTERNAL_ERROR)
             };
         }
-        Some(Cmd::Replay { .. }) => return not_yet("replay"),
+        Some(Cmd::Schema) => {
+            print!("{}", report::REPORT_SCHEMA_JSON);
+            return ExitCode::SUCCESS;
+        }
+        Some(Cmd::Replay {
+            trace,
+            static_file,
+            baseline,
+            report,
+            weights: w,
+        }) => {
+            return replay(
+                trace,
+                static_file.as_deref(),
+                baseline.as_deref(),
+                report.as_deref(),
+                w.as_deref(),
+            );
+        }
+        Some(Cmd::Baseline { op, store }) => return baseline_cmd(op, store.as_deref()),
         Some(Cmd::JailExec {
             untraced,
             record,
@@ -111,112 +242,243 @@ fn main() -> ExitCode {
             quiet,
             argv,
         }) => {
-            let input = SkillInput::empty("shell");
-            let opts = RunOptions {
-                timeout: std::time::Duration::from_secs(timeout),
-                grace: std::time::Duration::ZERO,
-                record,
-                command: Some(argv),
-                traced: !untraced,
-                ..RunOptions::default()
-            };
-            return match observer::run::observe(&input, &opts) {
-                Ok(r) => {
-                    if !quiet {
-                        for o in r.step_output.values() {
-                            print!("{o}");
-                        }
-                        for reason in &r.incomplete_reasons {
-                            eprintln!("incomplete: {reason}");
-                        }
-                    }
-                    let failed = r.outcome.failure.is_some() || r.outcome.budget_exhausted;
-                    if failed {
-                        ExitCode::from(EXIT_INTERNAL)
-                    } else {
-                        ExitCode::SUCCESS
-                    }
-                }
-                Err(e) => {
-                    eprintln!("observe: {e}");
-                    ExitCode::from(EXIT_INTERNAL)
-                }
-            };
+            return jail_exec(*untraced, record.clone(), *timeout, *quiet, argv.clone());
         }
         None => {}
     }
     let Some(skill) = cli.skill.clone() else {
-        eprintln!("observe: a SKILL path is required (see --help)");
-        return ExitCode::from(EXIT_BAD_INPUT);
+        return bad_input("a SKILL path is required (see --help)");
     };
     if cli.os != "linux" {
         return not_yet(&format!("--os {}", cli.os));
     }
-    if cli.static_file.is_some() {
-        return not_yet("--static");
-    }
-    if cli.baseline.is_some() {
-        return not_yet("--baseline");
-    }
     if cli.agent != "builtin" {
         return not_yet("--agent CMD");
     }
+    let cfg = match weights(cli.weights.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
     let units = match observer::bundle::load(&skill, &observer::bundle::Limits::default()) {
         Ok(u) => u,
-        Err(e) => {
-            eprintln!("observe: {e}");
-            return ExitCode::from(EXIT_BAD_INPUT);
-        }
+        Err(e) => return bad_input(e),
     };
-    if units.len() != 1 {
-        eprintln!(
-            "observe: {} holds {} skills; observing each in turn",
+    if units.len() > 1 && (cli.report.is_some() || cli.record.is_some() || cli.html.is_some()) {
+        return bad_input(format!(
+            "{} holds {} skills; point observe at one skill folder to use --report/--record/--html",
             skill.display(),
             units.len()
-        );
+        ));
     }
-    let mut worst = ExitCode::SUCCESS;
-    for unit in &units {
-        let code = observe_one(&SkillInput::from(unit), &cli);
-        if code != ExitCode::SUCCESS {
-            worst = code;
+    let store = if cli.no_baseline {
+        None
+    } else {
+        match open_store(cli.baseline.as_deref()) {
+            Ok(s) => Some(s),
+            Err(e) => return bad_input(format!("baseline store: {e:#}")),
         }
+    };
+    let mut worst = exit::CLEAN;
+    for unit in &units {
+        let c = match observe_one(unit, &cli, &cfg, store.as_ref()) {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        // Report the most serious outcome across units.
+        worst = worst.max(c);
     }
-    worst
+    code(worst)
 }
 
-fn observe_one(input: &SkillInput, cli: &Cli) -> ExitCode {
+fn observe_one(
+    unit: &observer::bundle::SkillUnit,
+    cli: &Cli,
+    cfg: &AnalyseConfig,
+    store: Option<&SqliteStore>,
+) -> Result<i32, ExitCode> {
+    let statics: StaticView =
+        observer::statics::static_view(unit, cli.static_file.as_deref()).map_err(bad_input)?;
+    let base: Option<BaselineSummary> = match store {
+        Some(s) => s
+            .show(&unit.name, unit.fidelity)
+            .map_err(|e| internal(format!("baseline store: {e}")))?,
+        None => None,
+    };
     let opts = RunOptions {
+        os: cli.os.clone(),
         timeout: std::time::Duration::from_secs(cli.timeout),
         record: cli.record.clone(),
+        statics: Some(statics.clone()),
+        baseline: base.as_ref().and_then(|b| serde_json::to_value(b).ok()),
         ..RunOptions::default()
     };
-    let res = match observer::run::observe(input, &opts) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("observe: {e}");
-            return ExitCode::from(EXIT_INTERNAL);
+    let res = observer::run::observe(&SkillInput::from(unit), &opts).map_err(internal)?;
+    let trace = Trace::read_file(&res.trace_path).map_err(internal)?;
+    let r = analyse::analyse(&trace, &statics, base.as_ref(), cfg);
+    if let Some(s) = store {
+        if let Err(e) = baseline::establish(s, &r) {
+            eprintln!("observe: could not store the baseline: {e}");
         }
+    }
+    deliver(
+        &r,
+        cli.report.as_deref(),
+        cli.html.as_deref().map(|p| (p, &trace)),
+    )
+    .map_err(internal)?;
+    Ok(r.verdict.exit_code())
+}
+
+fn replay(
+    trace: &Path,
+    static_file: Option<&Path>,
+    baseline: Option<&Path>,
+    report_to: Option<&Path>,
+    w: Option<&Path>,
+) -> ExitCode {
+    let cfg = match weights(w) {
+        Ok(c) => c,
+        Err(e) => return e,
     };
-    println!(
-        "trace: {} (complete: {}, {} ms)",
-        res.trace_path.display(),
-        res.complete,
-        res.duration_ms
-    );
-    for r in &res.incomplete_reasons {
-        println!("incomplete: {r}");
+    let t = match Trace::read_file(trace) {
+        Ok(t) => t,
+        Err(e) => return bad_input(format!("{}: {e}", trace.display())),
+    };
+    let statics = match static_file {
+        Some(p) => match observer::statics::import_file(p) {
+            Ok(v) => v,
+            Err(e) => return bad_input(e),
+        },
+        None => match &t.header.statics {
+            Some(v) => v.clone(),
+            None => return bad_input("the trace records no static view; pass --static FILE"),
+        },
+    };
+    let base: Option<BaselineSummary> = match baseline {
+        Some(p) => {
+            let store = match open_store(Some(p)) {
+                Ok(s) => s,
+                Err(e) => return bad_input(format!("baseline store: {e:#}")),
+            };
+            let name = t.header.skill.clone().unwrap_or_default();
+            let fid = t
+                .header
+                .fidelity
+                .as_deref()
+                .and_then(parse_fidelity)
+                .unwrap_or(Fidelity::Bundle);
+            match store.show(&name, fid) {
+                Ok(b) => b,
+                Err(e) => return internal(e),
+            }
+        }
+        None => t
+            .header
+            .baseline
+            .clone()
+            .and_then(|v| serde_json::from_value(v).ok()),
+    };
+    let r = analyse::analyse(&t, &statics, base.as_ref(), &cfg);
+    match deliver(&r, report_to, None) {
+        Ok(()) => code(r.verdict.exit_code()),
+        Err(e) => internal(format!("{e:#}")),
     }
-    for (k, v) in &res.outcome.info {
-        println!("info: {k}={v}");
+}
+
+fn baseline_cmd(op: &BaselineOp, store: Option<&Path>) -> ExitCode {
+    let s = match open_store(store) {
+        Ok(s) => s,
+        Err(e) => return bad_input(format!("baseline store: {e:#}")),
+    };
+    let fid = |f: &str| {
+        parse_fidelity(f)
+            .ok_or_else(|| bad_input(format!("fidelity must be bundle or prompt, not {f:?}")))
+    };
+    match op {
+        BaselineOp::List => match s.list() {
+            Ok(list) => {
+                for e in list {
+                    println!("{}", serde_json::to_string(&e).unwrap_or_default());
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => internal(e),
+        },
+        BaselineOp::Show { skill, fidelity } => {
+            let f = match fid(fidelity) {
+                Ok(f) => f,
+                Err(e) => return e,
+            };
+            match s.show(skill, f) {
+                Ok(Some(b)) => {
+                    println!("{}", serde_json::to_string_pretty(&b).unwrap_or_default());
+                    ExitCode::SUCCESS
+                }
+                Ok(None) => bad_input(format!("no baseline for {skill} ({fidelity})")),
+                Err(e) => internal(e),
+            }
+        }
+        BaselineOp::Accept { report } => {
+            let r: Report = match std::fs::read(report)
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+            {
+                Ok(r) => r,
+                Err(e) => return bad_input(format!("{}: {e}", report.display())),
+            };
+            let Some(summary) = BaselineSummary::from_report(&r) else {
+                return bad_input("the report has no skill name or fidelity to key a baseline on");
+            };
+            match s.accept(&summary, true) {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => internal(e),
+            }
+        }
+        BaselineOp::Forget { skill, fidelity } => {
+            let f = match fid(fidelity) {
+                Ok(f) => f,
+                Err(e) => return e,
+            };
+            match s.forget(skill, f) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => bad_input(format!("no baseline for {skill} ({fidelity})")),
+                Err(e) => internal(e),
+            }
+        }
     }
-    for (s, o) in &res.step_output {
-        println!("--- step {s} output ---\n{o}");
-    }
-    let _ = &cli.report;
-    if res.complete {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_INCOMPLETE)
+}
+
+fn jail_exec(
+    untraced: bool,
+    record: Option<PathBuf>,
+    timeout: u64,
+    quiet: bool,
+    argv: Vec<String>,
+) -> ExitCode {
+    let opts = RunOptions {
+        timeout: std::time::Duration::from_secs(timeout),
+        grace: std::time::Duration::ZERO,
+        record,
+        command: Some(argv),
+        traced: !untraced,
+        ..RunOptions::default()
+    };
+    match observer::run::observe(&SkillInput::empty("shell"), &opts) {
+        Ok(r) => {
+            if !quiet {
+                for o in r.step_output.values() {
+                    print!("{o}");
+                }
+                for reason in &r.incomplete_reasons {
+                    eprintln!("incomplete: {reason}");
+                }
+            }
+            if r.outcome.failure.is_some() || r.outcome.budget_exhausted {
+                code(exit::INTERNAL_ERROR)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => internal(e),
     }
 }

@@ -80,6 +80,9 @@ pub struct RunOptions {
     pub command: Option<Vec<String>>,
     /// False only for benchmarks (see `JailSpec::traced`).
     pub traced: bool,
+    /// Recorded in the trace header so a replay judges as the live run did.
+    pub statics: Option<crate::model::StaticView>,
+    pub baseline: Option<serde_json::Value>,
 }
 
 impl Default for RunOptions {
@@ -92,6 +95,8 @@ impl Default for RunOptions {
             grace: Duration::from_secs(3),
             command: None,
             traced: true,
+            statics: None,
+            baseline: None,
         }
     }
 }
@@ -221,6 +226,8 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
     header.skill_digest = Some(skill.digest.clone());
     header.fidelity = Some(skill.fidelity.as_str().to_string());
     header.context = image.context.clone();
+    header.statics = opts.statics.clone();
+    header.baseline = opts.baseline.clone();
     let file = std::fs::File::create(&trace_path).map_err(crate::trace::TraceError::Io)?;
     let writer = TraceWriter::new(std::io::BufWriter::with_capacity(1 << 16, file), &header)?;
     let mut outputs: BTreeMap<u32, String> = BTreeMap::new();

@@ -42,6 +42,12 @@ pub struct TraceHeader {
     /// Where things are inside the jail, so the analyser can classify paths without the image.
     #[serde(default)]
     pub context: RunContext,
+    /// The static view the live run was judged against, so a replay judges the same way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub statics: Option<crate::model::StaticView>,
+    /// The drift baseline the live run was judged against (a `BaselineSummary`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<serde_json::Value>,
 }
 
 /// The layout of the jail the events refer to (all paths as seen inside the jail).
@@ -102,6 +108,8 @@ impl TraceHeader {
             skill_digest: None,
             fidelity: None,
             context: RunContext::default(),
+            statics: None,
+            baseline: None,
         }
     }
 }

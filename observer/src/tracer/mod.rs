@@ -439,7 +439,7 @@ impl Tracer {
                 self.ptrace_drain();
                 sigchld = false;
             }
-            if self.init_exited && (self.ctl_eof || self.tasks.is_empty()) {
+            if self.init_exited && self.ctl_eof {
                 break;
             }
             let listener = self.listener.as_ref().map(|l| l.as_raw_fd()).unwrap_or(-1);
