@@ -4,6 +4,7 @@
 
 pub mod filter;
 pub mod init;
+pub mod netfilter;
 mod rootfs;
 pub mod spec;
 pub mod stage1;
