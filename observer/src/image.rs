@@ -1,8 +1,22 @@
-//! The filesystem and identity the skill sees. This first image is built in; the declarative
-//! images of `sandbox-images/` replace its data (issue 4) while keeping this shape.
+//! The filesystem and identity the skill sees: a declarative image from `sandbox-images/`
+//! materialised per run (with its planted credentials), turned into what the jail builds.
 
-use crate::jail::spec::{FsEntry, JailSpec, Limits};
-use crate::trace::RunContext;
+use crate::jail::spec::{FsEntry, JailSpec, Limits, StepSpec, UnameSpec};
+use crate::trace::{CredentialEnv, CredentialFile, RunContext};
+use planted_creds::{Registry, Seed};
+use sandbox_images::{Entry, ImageSpec, Materialized};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("unknown image {0:?} (linux or darwin-sim)")]
+    Unknown(String),
+    #[error("image definition: {0}")]
+    Spec(String),
+    #[error("bad --seed: {0}")]
+    Seed(String),
+    #[error("materialising the image: {0}")]
+    Materialize(String),
+}
 
 /// A file of the skill, relative to its folder.
 #[derive(Debug, Clone)]
@@ -26,12 +40,19 @@ pub struct Image {
     pub env: Vec<(String, String)>,
     pub entries: Vec<FsEntry>,
     pub ro_binds: Vec<String>,
+    pub overlay_dirs: Vec<String>,
     pub rw_mounts: Vec<String>,
+    pub uname: Option<UnameSpec>,
+    pub shims: Vec<String>,
     pub context: RunContext,
+    /// Every planted value, for the egress canary search.
+    pub registry: Registry,
+    pub seed: String,
 }
 
 /// System paths bound read-only from the host. Missing ones are skipped; merged-/usr symlinks
-/// are recreated as symlinks.
+/// are recreated as symlinks. The rest of `/etc` is synthetic (the image's account files,
+/// hostname, resolver), so nothing of the host's own configuration shows.
 pub const SYSTEM_BINDS: &[&str] = &[
     "/usr",
     "/bin",
@@ -68,166 +89,190 @@ pub const SYSTEM_BINDS: &[&str] = &[
     "/etc/shells",
 ];
 
-fn dir(path: &str, mode: u32) -> FsEntry {
-    FsEntry::Dir {
-        path: path.into(),
-        mode,
+/// `/bin/zsh` → `/usr/bin/zsh` when the host's `/bin` is a merged-/usr symlink: entries must land
+/// where the bind (or overlay) really is.
+fn through_host_symlinks(path: &str) -> String {
+    let rest = path.trim_start_matches('/');
+    let (first, tail) = rest.split_once('/').unwrap_or((rest, ""));
+    if tail.is_empty() {
+        return path.to_string();
+    }
+    let top = format!("/{first}");
+    if SYSTEM_BINDS.contains(&top.as_str()) {
+        if let Ok(target) = std::fs::read_link(&top) {
+            let t = target.to_string_lossy();
+            if !t.starts_with('/') && !t.contains("..") {
+                return format!("/{}/{tail}", t.trim_end_matches('/'));
+            }
+        }
+    }
+    path.to_string()
+}
+
+fn to_fs_entry(e: &Entry) -> FsEntry {
+    match e {
+        Entry::Dir { path, mode, mtime } => FsEntry::Dir {
+            path: through_host_symlinks(path),
+            mode: *mode,
+            mtime: Some(*mtime),
+        },
+        Entry::File {
+            path,
+            bytes,
+            mode,
+            mtime,
+        } => FsEntry::File {
+            path: through_host_symlinks(path),
+            mode: *mode,
+            data: bytes.clone(),
+            mtime: Some(*mtime),
+        },
+        Entry::Symlink { path, target } => FsEntry::Symlink {
+            path: through_host_symlinks(path),
+            target: target.clone(),
+        },
     }
 }
 
-fn file(path: &str, mode: u32, data: impl Into<Vec<u8>>) -> FsEntry {
-    FsEntry::File {
-        path: path.into(),
-        mode,
-        data: data.into(),
+fn fs_path(e: &FsEntry) -> &str {
+    match e {
+        FsEntry::Dir { path, .. } | FsEntry::File { path, .. } | FsEntry::Symlink { path, .. } => {
+            path
+        }
     }
 }
 
-/// The built-in Linux developer laptop: user `alice`, a project workspace, the skill installed
-/// at `~/.claude/skills/<name>/` next to a sibling skill.
-pub fn linux(skill_name: &str, skill_files: &[SkillFile]) -> Image {
-    let user = "alice";
-    let home = format!("/home/{user}");
-    let workspace = format!("{home}/projects/webapp");
-    let skill_dir = format!("{home}/.claude/skills/{skill_name}");
-    let sibling = format!("{home}/.claude/skills/pdf-tools");
-    let hostname = "alice-thinkpad".to_string();
-    let mut entries = vec![
-        dir("/etc", 0o755),
-        dir("/var", 0o755),
-        dir("/var/lib", 0o755),
-        dir("/run", 0o755),
-        dir("/mnt", 0o755),
-        dir("/opt", 0o755),
-        dir("/srv", 0o755),
-        dir("/root", 0o700),
-        file(
-            "/etc/passwd",
-            0o644,
-            format!(
-                "root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n\
-                 nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n\
-                 {user}:x:1000:1000:Alice,,,:{home}:/bin/bash\n"
-            ),
-        ),
-        file(
-            "/etc/group",
-            0o644,
-            format!("root:x:0:\nsudo:x:27:{user}\nusers:x:100:{user}\nnogroup:x:65534:\n{user}:x:1000:\n"),
-        ),
-        file("/etc/hostname", 0o644, format!("{hostname}\n")),
-        file(
-            "/etc/hosts",
-            0o644,
-            format!("127.0.0.1\tlocalhost\n127.0.1.1\t{hostname}\n::1\tlocalhost ip6-localhost ip6-loopback\n"),
-        ),
-        file("/etc/resolv.conf", 0o644, "nameserver 192.168.1.1\nsearch lan\n"),
-        file("/etc/machine-id", 0o444, "3f8a6c1e9b2d4f7a8c5e1b9d2a6f4c8e\n"),
-        dir(&home, 0o750),
-        dir(&format!("{home}/.config"), 0o755),
-        dir(&format!("{home}/.cache"), 0o755),
-        dir(&format!("{home}/.local/bin"), 0o755),
-        dir(&format!("{home}/Documents"), 0o755),
-        dir(&format!("{home}/Downloads"), 0o755),
-        file(
-            &format!("{home}/.bashrc"),
-            0o644,
-            "# ~/.bashrc\n[ -z \"$PS1\" ] && return\nHISTCONTROL=ignoreboth\nalias ll='ls -alF'\n",
-        ),
-        file(&format!("{home}/.profile"), 0o644, "# ~/.profile\n[ -f ~/.bashrc ] && . ~/.bashrc\n"),
-        dir(&workspace, 0o755),
-        file(
-            &format!("{workspace}/README.md"),
-            0o644,
-            "# webapp\n\nInternal dashboard. Run `npm start` to develop.\n",
-        ),
-        file(
-            &format!("{workspace}/package.json"),
-            0o644,
-            "{\n  \"name\": \"webapp\",\n  \"version\": \"1.4.2\",\n  \"private\": true\n}\n",
-        ),
-        dir(&format!("{workspace}/src"), 0o755),
-        file(
-            &format!("{workspace}/src/index.js"),
-            0o644,
-            "const http = require('http');\nhttp.createServer((q, r) => r.end('ok')).listen(3000);\n",
-        ),
-        file(&format!("{home}/Documents/notes.txt"), 0o644, "Q3 planning: hire two engineers.\n"),
-        dir(&format!("{home}/.claude"), 0o755),
-        file(
-            &format!("{home}/.claude/settings.json"),
-            0o644,
-            "{\n  \"permissions\": {\"allow\": [\"Bash(npm run *)\"]}\n}\n",
-        ),
-        dir(&sibling, 0o755),
-        file(
-            &format!("{sibling}/SKILL.md"),
-            0o644,
-            "---\nname: pdf-tools\ndescription: Merge and split PDF files.\n---\n\nUse `qpdf` to merge.\n",
-        ),
-        dir(&skill_dir, 0o755),
-    ];
-    for f in skill_files {
-        let rel = f.path.trim_start_matches('/');
-        entries.push(file(
-            &format!("{skill_dir}/{rel}"),
-            f.mode & 0o7777,
-            f.data.clone(),
-        ));
+fn under(path: &str, dir: &str) -> bool {
+    path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/'))
+}
+
+/// Turns a materialised image into the jail's view of it.
+pub fn from_materialized(m: Materialized) -> Image {
+    let entries: Vec<FsEntry> = m.entries.iter().map(to_fs_entry).collect();
+    // The image's own files win over host binds of the same path (e.g. /etc/shells).
+    let ro_binds: Vec<String> = SYSTEM_BINDS
+        .iter()
+        .filter(|b| !b.starts_with("/etc/") || !entries.iter().any(|e| under(fs_path(e), b)))
+        .map(|s| s.to_string())
+        .collect();
+    // Entries inside a bound directory (other than /etc, which is synthetic) need an overlay.
+    let mut overlay_dirs: Vec<String> = Vec::new();
+    for e in &entries {
+        let p = fs_path(e);
+        if let Some(d) = ro_binds
+            .iter()
+            .find(|b| !b.starts_with("/etc") && under(p, b) && p != b.as_str())
+        {
+            if !overlay_dirs.contains(d) {
+                overlay_dirs.push(d.clone());
+            }
+        }
     }
-    let path = format!("{home}/.local/bin:/usr/local/bin:/usr/bin:/bin");
-    let env = vec![
-        ("HOME".into(), home.clone()),
-        ("USER".into(), user.into()),
-        ("LOGNAME".into(), user.into()),
-        ("SHELL".into(), "/bin/bash".into()),
-        ("PATH".into(), path),
-        ("LANG".into(), "C.UTF-8".into()),
-        ("TERM".into(), "xterm-256color".into()),
-        ("PWD".into(), workspace.clone()),
-    ];
+    let c = m.context;
     let context = RunContext {
-        home: home.clone(),
-        workspace: workspace.clone(),
-        skill_dir: skill_dir.clone(),
-        other_skill_dirs: vec![sibling],
-        agent_files: vec![
-            format!("{home}/.claude/settings.json"),
-            format!("{home}/.claude/CLAUDE.md"),
-        ],
-        temp_dirs: vec!["/tmp".into(), "/var/tmp".into(), "/dev/shm".into()],
-        path_dirs: vec![
-            format!("{home}/.local/bin"),
-            "/usr/local/bin".into(),
-            "/usr/bin".into(),
-            "/bin".into(),
-        ],
-        credential_files: Vec::new(),
-        credential_env: Vec::new(),
-        creds_seed: None,
+        home: c.home,
+        workspace: c.workspace,
+        skill_dir: c.skill_dir,
+        other_skill_dirs: c.other_skill_dirs,
+        agent_files: c.agent_files,
+        temp_dirs: c.temp_dirs,
+        path_dirs: c.path_dirs,
+        credential_files: c
+            .credential_files
+            .into_iter()
+            .map(|f| CredentialFile {
+                path: f.path,
+                credential: f.credential,
+                service_hosts: f.service_hosts,
+            })
+            .collect(),
+        credential_env: c
+            .credential_env
+            .into_iter()
+            .map(|e| CredentialEnv {
+                name: e.name,
+                credential: e.credential,
+                service_hosts: e.service_hosts,
+            })
+            .collect(),
+        creds_seed: c.creds_seed.or_else(|| Some(m.seed.clone())),
     };
+    let uname = m.uname.map(|u| UnameSpec {
+        sysname: u.sysname,
+        nodename: u.nodename,
+        release: u.release,
+        version: u.version,
+        machine: u.machine,
+    });
+    let home_root = m
+        .home
+        .trim_start_matches('/')
+        .split('/')
+        .next()
+        .map(|s| format!("/{s}"))
+        .unwrap_or_else(|| "/home".into());
     Image {
-        os: "linux".into(),
-        user: user.into(),
-        uid: 1000,
-        gid: 1000,
-        home,
-        workspace,
-        skill_dir,
-        hostname,
-        env,
+        os: if uname.is_some() {
+            "darwin-sim".into()
+        } else {
+            "linux".into()
+        },
+        user: m.user,
+        uid: m.uid,
+        gid: m.gid,
+        home: m.home,
+        workspace: m.workspace,
+        skill_dir: m.skill_dir,
+        hostname: m.hostname,
+        env: m.env,
         entries,
-        ro_binds: SYSTEM_BINDS.iter().map(|s| s.to_string()).collect(),
-        rw_mounts: vec!["/home".into(), "/tmp".into(), "/var/tmp".into()],
+        ro_binds,
+        overlay_dirs,
+        rw_mounts: vec![home_root, "/tmp".into(), "/var/tmp".into()],
+        uname,
+        shims: m
+            .commands
+            .iter()
+            .map(|p| through_host_symlinks(p))
+            .collect(),
         context,
+        registry: m.registry,
+        seed: m.seed,
     }
+}
+
+/// Materialises image `os` (`linux` or `darwin-sim`) with the skill installed, from `seed` (a
+/// fresh random one when `None`).
+pub fn build(
+    os: &str,
+    skill_name: &str,
+    skill_files: &[SkillFile],
+    seed: Option<&str>,
+) -> Result<Image, ImageError> {
+    let spec = ImageSpec::builtin(os).map_err(|e| match e {
+        sandbox_images::SpecError::Unknown(n) => ImageError::Unknown(n),
+        e => ImageError::Spec(e.to_string()),
+    })?;
+    let seed: Seed = match seed {
+        Some(s) => s
+            .parse()
+            .map_err(|e: planted_creds::SeedError| ImageError::Seed(e.to_string()))?,
+        None => Seed::random().map_err(|e| ImageError::Seed(e.to_string()))?,
+    };
+    let files: Vec<(String, Vec<u8>, u32)> = skill_files
+        .iter()
+        .map(|f| (f.path.clone(), f.data.clone(), f.mode))
+        .collect();
+    let m = sandbox_images::materialize(&spec, skill_name, &files, &seed)
+        .map_err(|e| ImageError::Materialize(e.to_string()))?;
+    Ok(from_materialized(m))
 }
 
 impl Image {
     pub fn jail_spec(
         &self,
         staging: String,
-        steps: Vec<crate::jail::spec::StepSpec>,
+        steps: Vec<StepSpec>,
         limits: Limits,
         grace_ms: u64,
         t0_ns: u64,
@@ -246,8 +291,69 @@ impl Image {
             steps,
             limits,
             grace_ms,
-            extra_notify: Vec::new(),
+            extra_notify: if self.uname.is_some() {
+                vec![libc::SYS_uname]
+            } else {
+                Vec::new()
+            },
+            overlay_dirs: self.overlay_dirs.clone(),
+            uname: self.uname.clone(),
+            shims: self.shims.clone(),
             traced: true,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn under_is_component_wise() {
+        assert!(under("/usr/bin/x", "/usr"));
+        assert!(under("/usr", "/usr"));
+        assert!(!under("/usrlocal/x", "/usr"));
+    }
+
+    #[test]
+    fn linux_image_places_skill_and_credentials() {
+        let files = vec![SkillFile {
+            path: "scripts/run.sh".into(),
+            data: b"echo hi".to_vec(),
+            mode: 0o755,
+        }];
+        let img = build("linux", "demo", &files, None).expect("image");
+        assert!(img.skill_dir.ends_with("/.claude/skills/demo"));
+        assert!(img
+            .entries
+            .iter()
+            .any(|e| fs_path(e) == format!("{}/scripts/run.sh", img.skill_dir)));
+        assert!(!img.context.credential_files.is_empty());
+        assert!(img.uname.is_none());
+        assert!(matches!(
+            build("beos", "demo", &files, None),
+            Err(ImageError::Unknown(_))
+        ));
+    }
+
+    #[test]
+    fn darwin_image_overlays_usr_for_its_commands() {
+        let img = build("darwin-sim", "demo", &[], None).expect("image");
+        assert_eq!(
+            img.uname.as_ref().map(|u| u.sysname.as_str()),
+            Some("Darwin")
+        );
+        assert!(
+            img.shims.iter().any(|s| s.ends_with("/security")),
+            "{:?}",
+            img.shims
+        );
+        assert!(
+            img.overlay_dirs.iter().any(|d| d == "/usr"),
+            "{:?}",
+            img.overlay_dirs
+        );
+        assert!(img.home.starts_with("/Users/"));
+        assert!(img.rw_mounts.contains(&"/Users".to_string()));
     }
 }

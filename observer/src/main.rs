@@ -53,6 +53,9 @@ struct Cli {
     /// Indicator weights and band thresholds overriding the shipped ones (TOML)
     #[arg(long)]
     weights: Option<PathBuf>,
+    /// Seed of the planted credentials (64 hex digits), to reproduce a run
+    #[arg(long)]
+    seed: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -249,8 +252,11 @@ fn main() -> ExitCode {
     let Some(skill) = cli.skill.clone() else {
         return bad_input("a SKILL path is required (see --help)");
     };
-    if cli.os != "linux" {
-        return not_yet(&format!("--os {}", cli.os));
+    if cli.os != "linux" && cli.os != "darwin-sim" {
+        return bad_input(format!(
+            "--os must be linux or darwin-sim, not {:?}",
+            cli.os
+        ));
     }
     if cli.agent != "builtin" {
         return not_yet("--agent CMD");
@@ -308,11 +314,18 @@ fn observe_one(
         os: cli.os.clone(),
         timeout: std::time::Duration::from_secs(cli.timeout),
         record: cli.record.clone(),
+        seed: cli.seed.clone(),
         statics: Some(statics.clone()),
         baseline: base.as_ref().and_then(|b| serde_json::to_value(b).ok()),
         ..RunOptions::default()
     };
-    let res = observer::run::observe(&SkillInput::from(unit), &opts).map_err(internal)?;
+    let res = match observer::run::observe(&SkillInput::from(unit), &opts) {
+        Ok(r) => r,
+        Err(e @ observer::run::RunError::Image(observer::image::ImageError::Seed(_))) => {
+            return Err(bad_input(e))
+        }
+        Err(e) => return Err(internal(e)),
+    };
     let trace = Trace::read_file(&res.trace_path).map_err(internal)?;
     let r = analyse::analyse(&trace, &statics, base.as_ref(), cfg);
     if let Some(s) = store {

@@ -6,7 +6,6 @@ use crate::image::{self, Image, SkillFile};
 use crate::jail::{self, spec::Limits, JailOutcome};
 use crate::model::Fidelity;
 use crate::trace::{Event, EventKind, TraceHeader, TraceWriter};
-use crate::tracer::Msg;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -19,6 +18,8 @@ pub enum RunError {
     Trace(#[from] crate::trace::TraceError),
     #[error(transparent)]
     Jail(#[from] jail::JailError),
+    #[error(transparent)]
+    Image(#[from] image::ImageError),
 }
 
 /// The skill as the run needs it.
@@ -80,6 +81,8 @@ pub struct RunOptions {
     pub command: Option<Vec<String>>,
     /// False only for benchmarks (see `JailSpec::traced`).
     pub traced: bool,
+    /// Seed of the planted credentials and image (random when `None`).
+    pub seed: Option<String>,
     /// Recorded in the trace header so a replay judges as the live run did.
     pub statics: Option<crate::model::StaticView>,
     pub baseline: Option<serde_json::Value>,
@@ -97,6 +100,7 @@ impl Default for RunOptions {
             traced: true,
             statics: None,
             baseline: None,
+            seed: None,
         }
     }
 }
@@ -121,6 +125,7 @@ struct TraceSink {
     err: Option<crate::trace::TraceError>,
     /// Steps that ran past their budget (needed for completeness without re-reading the trace).
     timed_out: Vec<u32>,
+    outputs: BTreeMap<u32, String>,
 }
 
 impl jail::EventSink for TraceSink {
@@ -175,6 +180,14 @@ pub fn incompleteness(outcome: &JailOutcome, timed_out: &[u32]) -> Vec<String> {
 }
 
 pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunError> {
+    // The image (with its planted credentials) is made before the clock of the run starts: the
+    // budget and event times are the jail's.
+    let image = image::build(
+        &opts.os,
+        &skill.install_name,
+        &skill.files,
+        opts.seed.as_deref(),
+    )?;
     let t0 = jail::sys::monotonic_ns();
     let run_dir = tempfile::Builder::new()
         .prefix("so-run-")
@@ -189,7 +202,6 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
     std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o755))
         .map_err(RunError::RunDir)?;
 
-    let image = image::linux(&skill.install_name, &skill.files);
     let step_timeout = opts
         .timeout
         .saturating_sub(opts.grace)
@@ -230,7 +242,6 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
     header.baseline = opts.baseline.clone();
     let file = std::fs::File::create(&trace_path).map_err(crate::trace::TraceError::Io)?;
     let writer = TraceWriter::new(std::io::BufWriter::with_capacity(1 << 16, file), &header)?;
-    let mut outputs: BTreeMap<u32, String> = BTreeMap::new();
     let (outcome, sink) = jail::run(
         &spec,
         opts.timeout,
@@ -238,17 +249,14 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
             writer,
             err: None,
             timed_out: Vec::new(),
-        },
-        &mut |m| {
-            if let Msg::Output { step, data } = m {
-                outputs.entry(step).or_default().push_str(&data);
-            }
+            outputs: BTreeMap::new(),
         },
     )?;
     let TraceSink {
         mut writer,
         err,
         timed_out,
+        outputs,
     } = sink;
     if let Some(e) = err {
         return Err(e.into());

@@ -327,6 +327,8 @@ pub enum EventKind {
         #[serde(default)]
         service_hosts: Vec<String>,
     },
+    /// What a step printed (stdout and stderr together, in order; bounded per step).
+    Output { data: String },
     /// Last event of a run: what the supervisor knows about coverage. Everything the analyser
     /// needs is in the trace, so a replay gives the same report.
     RunEnd {

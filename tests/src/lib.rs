@@ -133,8 +133,14 @@ impl Run {
             .collect()
     }
 
-    pub fn output_of_step(&self) -> String {
-        self.stdout()
+    /// Everything the steps printed (from the trace's `output` events).
+    pub fn output(&self) -> String {
+        self.kinds()
+            .filter_map(|k| match k {
+                EventKind::Output { data } => Some(data.as_str()),
+                _ => None,
+            })
+            .collect()
     }
 }
 
@@ -157,8 +163,10 @@ pub fn observe_as(skill: &Skill, args: &[&str], prefix: Option<&[String]>) -> Ru
     argv.extend(["--report".into(), report.to_string_lossy().into_owned()]);
     argv.extend(args.iter().map(|s| s.to_string()));
     let start = Instant::now();
+    // Each test gets its own baseline store (the default one lives under XDG_DATA_HOME).
     let output = Command::new(&argv[0])
         .args(&argv[1..])
+        .env("XDG_DATA_HOME", skill.dir.path().join("xdg"))
         .output()
         .expect("run observe");
     let elapsed = start.elapsed();

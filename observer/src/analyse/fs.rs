@@ -66,6 +66,15 @@ fn grouped(
     m
 }
 
+/// A refused write is still reported (the intent is the finding), but not as if it happened.
+fn attempted(f: &super::observe::FileObs, what: &str) -> String {
+    if f.failed {
+        format!("attempted (refused by the jail): {what}")
+    } else {
+        what.to_string()
+    }
+}
+
 pub fn write_findings(
     o: &Observations,
     layout: &Layout,
@@ -77,7 +86,7 @@ pub fn write_findings(
     let persist = o.files.iter().filter(|f| plants(f.access)).filter_map(|f| {
         layout
             .persistence_reason(&f.path, f.class)
-            .map(|why| (why.to_string(), f.path.clone(), f.seq))
+            .map(|why| (attempted(f, why), f.path.clone(), f.seq))
     });
     for (why, (paths, seqs)) in grouped(persist) {
         let p: Vec<&str> = paths.iter().map(|s| s.as_str()).collect();
@@ -129,7 +138,7 @@ pub fn write_findings(
         .filter_map(|f| {
             if f.class == PathClass::PathDir {
                 Some((
-                    "executable dropped into a PATH directory".to_string(),
+                    attempted(f, "executable dropped into a PATH directory"),
                     f.path.clone(),
                     f.seq,
                 ))

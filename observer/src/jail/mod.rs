@@ -133,13 +133,11 @@ pub trait EventSink: Send + 'static {
 }
 
 /// Runs the jail to completion (or until `budget`). Events go to `sink` on a reader thread as
-/// they arrive (so a crash loses nothing already seen); other messages go to `on_msg`. Returns the
-/// sink when the jail is done.
+/// they arrive (so a crash loses nothing already seen). Returns the sink when the jail is done.
 pub fn run<S: EventSink>(
     spec: &JailSpec,
     budget: Duration,
     mut sink: S,
-    on_msg: &mut dyn FnMut(Msg),
 ) -> Result<(JailOutcome, S), JailError> {
     let started = Instant::now();
     let (spec_r, spec_w) = pipe()?;
@@ -235,7 +233,6 @@ pub fn run<S: EventSink>(
                 out.failure.get_or_insert(what);
             }
             Ok(Msg::Info { key, value }) => out.info.push((key, value)),
-            Ok(m) => on_msg(m),
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if Instant::now() >= deadline {
@@ -262,7 +259,6 @@ pub fn run<S: EventSink>(
                 out.failure.get_or_insert(what);
             }
             Msg::Info { key, value } => out.info.push((key, value)),
-            m => on_msg(m),
         }
     }
     out.wall = started.elapsed();

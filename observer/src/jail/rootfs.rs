@@ -121,36 +121,89 @@ fn bind_host_path(root: &Path, host: &str) -> io::Result<()> {
     bind_ro(hp, &dst)
 }
 
-fn write_entries(root: &Path, entries: &[FsEntry], uid_file_mode_mask: u32) -> io::Result<()> {
+fn set_mtime(p: &Path, mtime: i64) -> io::Result<()> {
+    let c = path_c(p)?;
+    let ts = [
+        libc::timespec {
+            tv_sec: mtime,
+            tv_nsec: 0,
+        },
+        libc::timespec {
+            tv_sec: mtime,
+            tv_nsec: 0,
+        },
+    ];
+    // SAFETY: valid C string and a two-element timespec array.
+    cvt_i(unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            ts.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })
+    .map(|_| ())
+}
+
+/// Writes the entries: those inside an overlaid directory into the overlay's upper layer
+/// (`ovl`), the rest into the root. Directory times are set last, deepest first, since creating
+/// children touches them.
+fn write_entries(
+    root: &Path,
+    ovl: &Path,
+    overlay_dirs: &[String],
+    entries: &[FsEntry],
+) -> io::Result<()> {
+    let base = |path: &str| {
+        let in_ovl = overlay_dirs.iter().any(|d| {
+            path.strip_prefix(d.as_str())
+                .is_some_and(|r| r.starts_with('/'))
+        });
+        under(if in_ovl { ovl } else { root }, path)
+    };
+    let mut dir_times = Vec::new();
     for e in entries {
         match e {
-            FsEntry::Dir { path, mode } => {
-                let p = under(root, path);
+            FsEntry::Dir { path, mode, mtime } => {
+                let p = base(path);
+                // A directory the jail already provides as a link (merged-/usr `/bin`) stays one.
+                if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+                    continue;
+                }
                 mkdirs(&p, 0o755)?;
-                std::fs::set_permissions(
-                    &p,
-                    std::fs::Permissions::from_mode(*mode & uid_file_mode_mask),
-                )?;
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(*mode & 0o7777))?;
+                if let Some(t) = mtime {
+                    dir_times.push((p, *t));
+                }
             }
-            FsEntry::File { path, mode, data } => {
-                let p = under(root, path);
+            FsEntry::File {
+                path,
+                mode,
+                data,
+                mtime,
+            } => {
+                let p = base(path);
                 if let Some(parent) = p.parent() {
                     mkdirs(parent, 0o755)?;
                 }
                 std::fs::write(&p, data)?;
-                std::fs::set_permissions(
-                    &p,
-                    std::fs::Permissions::from_mode(*mode & uid_file_mode_mask),
-                )?;
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(*mode & 0o7777))?;
+                if let Some(t) = mtime {
+                    set_mtime(&p, *t)?;
+                }
             }
             FsEntry::Symlink { path, target } => {
-                let p = under(root, path);
+                let p = base(path);
                 if let Some(parent) = p.parent() {
                     mkdirs(parent, 0o755)?;
                 }
                 symlink(target, &p)?;
             }
         }
+    }
+    dir_times.sort_by_key(|(p, _)| std::cmp::Reverse(p.components().count()));
+    for (p, t) in dir_times {
+        set_mtime(&p, t)?;
     }
     Ok(())
 }
@@ -223,8 +276,23 @@ pub fn build(spec: &JailSpec) -> io::Result<()> {
         libc::MS_NOSUID | libc::MS_NODEV,
         Some("size=67108864,mode=755"),
     )?;
+    // The image's additions to host directories (e.g. /usr/bin/security) live on a scratch tmpfs
+    // that becomes the top layer of a read-only overlay; the scratch mount is detached after.
+    let ovl = root.join(".ovl");
+    if !spec.overlay_dirs.is_empty() {
+        mkdirs(&ovl, 0o700)?;
+        mount(
+            Some("tmpfs"),
+            &ovl,
+            Some("tmpfs"),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            Some("size=16777216,mode=755"),
+        )?;
+    }
     for host in &spec.ro_binds {
-        bind_host_path(&root, host)?;
+        if !spec.overlay_dirs.contains(host) {
+            bind_host_path(&root, host)?;
+        }
     }
     for rw in &spec.rw_mounts {
         let p = under(&root, rw);
@@ -247,7 +315,27 @@ pub fn build(spec: &JailSpec) -> io::Result<()> {
             Some(&format!("size={size},mode={mode}")),
         )?;
     }
-    write_entries(&root, &spec.entries, 0o7777)?;
+    write_entries(&root, &ovl, &spec.overlay_dirs, &spec.entries)?;
+    for d in &spec.overlay_dirs {
+        let upper = under(&ovl, d);
+        mkdirs(&upper, 0o755)?;
+        let dst = under(&root, d);
+        mkdirs(&dst, 0o755)?;
+        let opts = format!("lowerdir={}:{}", upper.display(), d);
+        mount(
+            Some("overlay"),
+            &dst,
+            Some("overlay"),
+            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
+            Some(&opts),
+        )?;
+    }
+    if !spec.overlay_dirs.is_empty() {
+        let c = path_c(&ovl)?;
+        // SAFETY: valid C string.
+        cvt_i(unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) })?;
+        std::fs::remove_dir(&ovl)?;
+    }
     let proc_dir = under(&root, "/proc");
     mkdirs(&proc_dir, 0o555)?;
     mount(

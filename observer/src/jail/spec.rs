@@ -8,12 +8,16 @@ pub enum FsEntry {
     Dir {
         path: String,
         mode: u32,
+        #[serde(default)]
+        mtime: Option<i64>,
     },
     File {
         path: String,
         mode: u32,
         #[serde(with = "b64")]
         data: Vec<u8>,
+        #[serde(default)]
+        mtime: Option<i64>,
     },
     Symlink {
         path: String,
@@ -78,6 +82,16 @@ pub struct JailSpec {
     /// Extra syscalls to notify (e.g. uname for darwin-sim).
     #[serde(default)]
     pub extra_notify: Vec<i64>,
+    /// Host directories mounted as a read-only overlay (host below, the image's entries for that
+    /// directory on top) instead of a plain bind, e.g. `/usr` for `/usr/bin/security`.
+    #[serde(default)]
+    pub overlay_dirs: Vec<String>,
+    /// What `uname(2)` answers (darwin-sim); `None` leaves the kernel's answer.
+    #[serde(default)]
+    pub uname: Option<UnameSpec>,
+    /// Programs standing in for platform commands: their execs are also `shim` events.
+    #[serde(default)]
+    pub shims: Vec<String>,
     /// False only for benchmarks: the same jail without seccomp notification or ptrace, to
     /// measure what tracing costs.
     #[serde(default = "yes")]
@@ -86,6 +100,15 @@ pub struct JailSpec {
 
 fn yes() -> bool {
     true
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct UnameSpec {
+    pub sysname: String,
+    pub nodename: String,
+    pub release: String,
+    pub version: String,
+    pub machine: String,
 }
 
 mod b64 {

@@ -69,6 +69,27 @@ pub fn read_mem(pid: i32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
     }
 }
 
+/// Writes `buf` at `addr` in `pid`'s address space.
+pub fn write_mem(pid: i32, addr: u64, buf: &[u8]) -> io::Result<()> {
+    let local = libc::iovec {
+        iov_base: buf.as_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: the local iovec points into `buf` (only read); the remote one is the kernel's.
+    let r = unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) };
+    if r < 0 {
+        Err(last_err())
+    } else if r as usize != buf.len() {
+        Err(io::Error::from_raw_os_error(libc::EFAULT))
+    } else {
+        Ok(())
+    }
+}
+
 /// Reads a NUL-terminated string of at most `max` bytes. Reads page by page so a string that
 /// ends just before an unmapped page is still read.
 pub fn read_cstring(pid: i32, addr: u64, max: usize) -> io::Result<Vec<u8>> {

@@ -28,7 +28,6 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "m", rename_all = "snake_case")]
 pub enum Msg {
-    Output { step: u32, data: String },
     Info { key: String, value: String },
     Fatal { what: String },
 }
@@ -358,16 +357,13 @@ impl Tracer {
                 let n = n as usize;
                 let keep = n.min(OUTPUT_KEEP.saturating_sub(o.kept));
                 if keep > 0 {
-                    msgs.push(Msg::Output {
-                        step: o.step,
-                        data: String::from_utf8_lossy(&buf[..keep]).into_owned(),
-                    });
+                    msgs.push((o.step, String::from_utf8_lossy(&buf[..keep]).into_owned()));
                 }
                 o.kept += keep;
             }
         }
-        for m in &msgs {
-            self.send(m);
+        for (step, data) in msgs {
+            self.emit_step(step, EventKind::Output { data });
         }
         // A pipe at end-of-file has no writer left (the step and any daemon it left are gone).
         for i in closed.into_iter().rev() {

@@ -241,6 +241,7 @@ impl Tracer {
             }
             libc::SYS_connect | libc::SYS_bind => self.do_sock_addr(listener, c),
             libc::SYS_listen => self.do_listen(c),
+            libc::SYS_uname => Some(self.do_uname(c)),
             libc::SYS_sendto | libc::SYS_sendmsg | libc::SYS_sendmmsg => {
                 self.record_send(c);
                 let _ = sys::notif_continue(listener, c.id);
@@ -639,6 +640,34 @@ impl Tracer {
             },
         );
         r
+    }
+
+    /// darwin-sim: answer `uname(2)` with the image's values (every language reads it), written
+    /// into the task's `struct utsname` (6 fields of 65 bytes).
+    fn do_uname(&self, c: &Call) -> Result<i64, i32> {
+        let Some(u) = &self.spec.uname else {
+            return Err(libc::ENOSYS);
+        };
+        let mut buf = vec![0u8; 65 * 6];
+        let domain = "(none)".to_string();
+        for (i, f) in [
+            &u.sysname,
+            &u.nodename,
+            &u.release,
+            &u.version,
+            &u.machine,
+            &domain,
+        ]
+        .iter()
+        .enumerate()
+        {
+            let b = f.as_bytes();
+            let n = b.len().min(64);
+            buf[i * 65..i * 65 + n].copy_from_slice(&b[..n]);
+        }
+        sys::write_mem(c.tid, c.args[0], &buf)
+            .map_err(|e| e.raw_os_error().unwrap_or(libc::EFAULT))?;
+        Ok(0)
     }
 
     fn read_sockaddr(&self, tid: i32, ptr: u64, len: u64) -> Result<Vec<u8>, i32> {

@@ -265,6 +265,8 @@ impl Tracer {
         } else {
             (SysResult::errno((-ret) as i32), None)
         };
+        let shim = result.is_ok() && self.spec.shims.contains(&p.path);
+        let (program, argv) = (p.path.clone(), p.argv.clone());
         self.emit(
             pid,
             EventKind::Exec {
@@ -275,6 +277,9 @@ impl Tracer {
                 result,
             },
         );
+        if shim {
+            self.emit(pid, EventKind::Shim { program, argv });
+        }
     }
 
     /// Returns the signal to deliver.
