@@ -32,6 +32,8 @@ pub struct SkillInput {
     pub fidelity: Fidelity,
     pub files: Vec<SkillFile>,
     pub scripts: Vec<crate::bundle::Script>,
+    /// The whole unit, for the built-in agent's planner (`None`: one step per script).
+    pub unit: Option<crate::bundle::SkillUnit>,
 }
 
 impl From<&crate::bundle::SkillUnit> for SkillInput {
@@ -51,6 +53,7 @@ impl From<&crate::bundle::SkillUnit> for SkillInput {
                 })
                 .collect(),
             scripts: u.scripts.clone(),
+            unit: Some(u.clone()),
         }
     }
 }
@@ -65,6 +68,7 @@ impl SkillInput {
             fidelity: Fidelity::Bundle,
             files: Vec::new(),
             scripts: Vec::new(),
+            unit: None,
         }
     }
 }
@@ -213,8 +217,24 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
             argv: argv.clone(),
             cwd: image.workspace.clone(),
             timeout_ms: step_ms,
+            env: Vec::new(),
+            stdin: None,
         }],
-        None => agent::plan_scripts(&skill.scripts, &image.skill_dir, &image.workspace, step_ms),
+        None => match &skill.unit {
+            Some(unit) => {
+                let mut ctx = agent::PlanContext::new(
+                    &image.skill_dir,
+                    &image.workspace,
+                    &image.home,
+                    step_ms,
+                );
+                ctx.env_names = image.env.iter().map(|(k, _)| k.clone()).collect();
+                agent::plan(unit, &ctx).step_specs()
+            }
+            None => {
+                agent::plan_scripts(&skill.scripts, &image.skill_dir, &image.workspace, step_ms)
+            }
+        },
     };
     let mut spec = image.jail_spec(
         staging.to_string_lossy().into_owned(),

@@ -114,6 +114,7 @@ fn spawn_step(
     argv: &[String],
     cwd: &str,
     env: &[(String, String)],
+    stdin: Option<&str>,
     out_w: RawFd,
 ) -> io::Result<i32> {
     let prog = cstr(&find_in_path(
@@ -131,6 +132,23 @@ fn spawn_step(
     penv.push(std::ptr::null());
     let ccwd = cstr(cwd)?;
     let devnull = cstr("/dev/null")?;
+    // Step input goes through a pipe filled before the fork (bounded so the write cannot block).
+    let input = match stdin {
+        Some(text) => {
+            let mut fds = [0; 2];
+            // SAFETY: fds is a valid 2-int array.
+            if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+                return Err(sys::last_err());
+            }
+            let (r, w) = (sys::own(fds[0]), sys::own(fds[1]));
+            let bytes = text.as_bytes();
+            write_all_fd(w.as_raw_fd(), &bytes[..bytes.len().min(60 * 1024)])?;
+            drop(w);
+            Some(r)
+        }
+        None => None,
+    };
+    let in_fd = input.as_ref().map(|r| r.as_raw_fd()).unwrap_or(-1);
     // SAFETY: the child only makes async-signal-safe calls on memory prepared before the fork.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
@@ -140,9 +158,13 @@ fn spawn_step(
         // SAFETY: async-signal-safe calls only, then exec or _exit.
         unsafe {
             libc::setsid();
-            let nul = libc::open(devnull.as_ptr(), libc::O_RDONLY);
-            if nul >= 0 {
-                libc::dup2(nul, 0);
+            if in_fd >= 0 {
+                libc::dup2(in_fd, 0);
+            } else {
+                let nul = libc::open(devnull.as_ptr(), libc::O_RDONLY);
+                if nul >= 0 {
+                    libc::dup2(nul, 0);
+                }
             }
             libc::dup2(out_w, 1);
             libc::dup2(out_w, 2);
@@ -154,6 +176,17 @@ fn spawn_step(
         }
     }
     Ok(pid)
+}
+
+/// The run's environment with the step's additions (a step's value replaces the run's).
+fn step_env(base: &[(String, String)], extra: &[(String, String)]) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = base
+        .iter()
+        .filter(|(k, _)| !extra.iter().any(|(e, _)| e == k))
+        .cloned()
+        .collect();
+    env.extend(extra.iter().cloned());
+    env
 }
 
 fn reap_nohang() -> Option<(i32, i32)> {
@@ -381,7 +414,14 @@ fn run_steps(spec: &JailSpec, go: RawFd, ctl_fd: RawFd) -> ! {
             unsafe { libc::_exit(1) }
         }
         let started = Instant::now();
-        let pid = match spawn_step(&step.argv, &step.cwd, &spec.env, out_w.as_raw_fd()) {
+        let env = step_env(&spec.env, &step.env);
+        let pid = match spawn_step(
+            &step.argv,
+            &step.cwd,
+            &env,
+            step.stdin.as_deref(),
+            out_w.as_raw_fd(),
+        ) {
             Ok(p) => p,
             Err(e) => {
                 ctl(ctl_fd, &format!("end {i} - - 0 spawn:{e}"));

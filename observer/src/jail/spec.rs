@@ -31,6 +31,12 @@ pub struct StepSpec {
     pub argv: Vec<String>,
     pub cwd: String,
     pub timeout_ms: u64,
+    /// Added to (or replacing in) the run's environment for this step.
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
+    /// Given on stdin (bounded to one pipe buffer); `/dev/null` otherwise.
+    #[serde(default)]
+    pub stdin: Option<String>,
 }
 
 /// Per-run resource limits (rlimits and tmpfs sizes).

@@ -68,39 +68,10 @@ pub fn code_snippets(md: &str) -> Vec<Snippet> {
 
 /// Contents of `` `code` `` and ``` ``code`` ``` spans on one line.
 fn inline_spans(line: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let b = line.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] != b'`' {
-            i += 1;
-            continue;
-        }
-        let n = b[i..].iter().take_while(|&&c| c == b'`').count();
-        let start = i + n;
-        let mut j = start;
-        let mut found = None;
-        while j < b.len() {
-            if b[j] == b'`' {
-                let m = b[j..].iter().take_while(|&&c| c == b'`').count();
-                if m == n {
-                    found = Some(j);
-                    break;
-                }
-                j += m;
-            } else {
-                j += 1;
-            }
-        }
-        match found {
-            Some(end) => {
-                out.push(line[start..end].trim());
-                i = end + n;
-            }
-            None => i = start,
-        }
-    }
-    out
+    crate::agent::code_spans(line)
+        .into_iter()
+        .map(|(s, e)| line[s..e].trim())
+        .collect()
 }
 
 /// Fence languages whose lines are shell commands.
