@@ -299,6 +299,7 @@ impl Image {
             overlay_dirs: self.overlay_dirs.clone(),
             uname: self.uname.clone(),
             shims: self.shims.clone(),
+            egress: false,
             traced: true,
         }
     }

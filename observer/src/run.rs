@@ -271,6 +271,7 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
             timed_out: Vec::new(),
             outputs: BTreeMap::new(),
         },
+        &mut |_fds| Ok(()),
     )?;
     let TraceSink {
         mut writer,

@@ -2,6 +2,7 @@
 //! process, map its ids, enforce the wall-clock budget, collect its messages); the jail process
 //! itself is `stage1` (namespaces, then tracer) and `init` (the jail's pid 1).
 
+pub mod egress_fds;
 pub mod filter;
 pub mod init;
 pub mod netfilter;
@@ -42,6 +43,20 @@ pub struct JailOutcome {
     pub wall: Duration,
 }
 
+fn socketpair() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: fds is a valid 2-int array.
+    sys::cvt_i(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    Ok((sys::own(fds[0]), sys::own(fds[1])))
+}
+
 fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // SAFETY: fds is a valid 2-int array.
@@ -78,7 +93,7 @@ fn write_maps(pid: u32, inside_uid: u32, inside_gid: u32) -> Result<(), JailErro
     Ok(())
 }
 
-fn spawn_stage1(fds: [RawFd; 4]) -> std::io::Result<Child> {
+fn spawn_stage1(fds: [RawFd; 5]) -> std::io::Result<Child> {
     let exe = std::env::current_exe()?;
     let mut cmd = Command::new(exe);
     cmd.arg(stage1::STAGE1_ARG)
@@ -100,10 +115,11 @@ fn spawn_stage1(fds: [RawFd; 4]) -> std::io::Result<Child> {
                 stage1::FD_EVENTS,
                 stage1::FD_SYNC_OUT,
                 stage1::FD_SYNC_IN,
+                stage1::FD_EGRESS,
             ];
             // Move sources above the target range first so a source that equals a later target
             // is not clobbered.
-            let mut moved = [0; 4];
+            let mut moved = [0; 5];
             for (i, &fd) in fds.iter().enumerate() {
                 moved[i] = libc::fcntl(fd, libc::F_DUPFD, 10);
                 if moved[i] < 0 {
@@ -138,6 +154,7 @@ pub fn run<S: EventSink>(
     spec: &JailSpec,
     budget: Duration,
     mut sink: S,
+    on_sockets: &mut dyn FnMut(egress_fds::EgressFds) -> Result<(), String>,
 ) -> Result<(JailOutcome, S), JailError> {
     let started = Instant::now();
     let (spec_r, spec_w) = pipe()?;
@@ -147,14 +164,16 @@ pub fn run<S: EventSink>(
     unsafe { libc::fcntl(ev_r.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
     let (up_r, up_w) = pipe()?; // jail → supervisor
     let (down_r, down_w) = pipe()?; // supervisor → jail
+    let (eg_ours, eg_theirs) = socketpair()?;
     let mut child = spawn_stage1([
         spec_r.as_raw_fd(),
         ev_w.as_raw_fd(),
         up_w.as_raw_fd(),
         down_r.as_raw_fd(),
+        eg_theirs.as_raw_fd(),
     ])
     .map_err(JailError::Spawn)?;
-    drop((spec_r, ev_w, up_w, down_r));
+    drop((spec_r, ev_w, up_w, down_r, eg_theirs));
     let spec_json = serde_json::to_vec(spec).map_err(|e| JailError::Setup(e.to_string()))?;
     // The spec can exceed a pipe's buffer; the jail reads it before anything else.
     let writer = std::thread::spawn(move || {
@@ -191,6 +210,15 @@ pub fn run<S: EventSink>(
     }
     sys::write_all_fd(down_w.as_raw_fd(), b"g")?;
     let _ = writer.join();
+    if spec.egress {
+        // The jail binds its listeners right after creating its network namespace.
+        let got = egress_fds::recv(eg_ours.as_raw_fd()).map_err(|e| e.to_string());
+        if let Err(e) = got.and_then(|fds| on_sockets(fds)) {
+            kill_child(&mut child);
+            return Err(JailError::Setup(format!("egress capture: {e}")));
+        }
+    }
+    drop(eg_ours);
 
     let (tx, rx) = mpsc::channel::<Msg>();
     let reader = std::thread::spawn(move || {

@@ -98,6 +98,9 @@ pub struct JailSpec {
     /// Programs standing in for platform commands: their execs are also `shim` events.
     #[serde(default)]
     pub shims: Vec<String>,
+    /// Redirect all egress of the jail's network namespace to listeners handed to the supervisor.
+    #[serde(default)]
+    pub egress: bool,
     /// False only for benchmarks: the same jail without seccomp notification or ptrace, to
     /// measure what tracing costs.
     #[serde(default = "yes")]

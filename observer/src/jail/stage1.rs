@@ -16,6 +16,8 @@ pub const FD_SPEC: RawFd = 3;
 pub const FD_EVENTS: RawFd = 4;
 pub const FD_SYNC_OUT: RawFd = 5;
 pub const FD_SYNC_IN: RawFd = 6;
+/// Unix socket to the supervisor for the egress listeners.
+pub const FD_EGRESS: RawFd = 7;
 
 fn fatal(what: &str) -> ! {
     let line = serde_json::to_string(&Msg::Fatal {
@@ -72,6 +74,25 @@ pub fn main() -> ! {
     if unsafe { libc::unshare(flags) } != 0 {
         fatal(&format!("unshare(namespaces): {}", sys::last_err()));
     }
+    // Egress: every outbound attempt of the new network namespace is redirected to listeners we
+    // bind here and hand to the supervisor. Without it the run could not see the network: fail.
+    let _netfilter = if spec.egress {
+        let (t, d, u) = super::egress_fds::pick_ports();
+        let plan = super::netfilter::RedirectPlan::new(t, d, u);
+        match super::egress_fds::setup(&plan) {
+            Ok((guard, counts, fds)) => {
+                if let Err(e) = super::egress_fds::send(FD_EGRESS, &counts, &fds) {
+                    fatal(&format!("egress: {e}"));
+                }
+                Some(guard)
+            }
+            Err(e) => fatal(&format!("egress: {e}")),
+        }
+    } else {
+        None
+    };
+    // SAFETY: closing our end of the egress socket; the listeners now belong to the supervisor.
+    unsafe { libc::close(FD_EGRESS) };
     // The host's /proc, kept as a directory fd: the tracer reads tasks through it after the pivot.
     let host_proc = match sys::open_at(libc::AT_FDCWD, "/proc", libc::O_RDONLY | libc::O_DIRECTORY)
     {
