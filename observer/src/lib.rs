@@ -3,5 +3,6 @@
 //! Modules follow the pipeline of DESIGN.md: bundle → statics → image/creds → agent → jail/trace →
 //! egress → analyse → report.
 
+pub mod egress;
 pub mod model;
 pub mod trace;
