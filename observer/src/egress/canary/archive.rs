@@ -10,8 +10,8 @@ pub struct Inflated {
     pub capped: bool,
 }
 
-fn read_capped<R: Read>(r: R, cap: usize) -> Inflated {
-    let mut data = Vec::new();
+fn read_capped<R: Read>(r: R, cap: usize, hint: usize) -> Inflated {
+    let mut data = Vec::with_capacity(hint.saturating_mul(4).min(cap).min(64 << 20));
     // Errors end the stream; the bytes before them are kept.
     let _ = r.take(cap as u64 + 1).read_to_end(&mut data);
     let capped = data.len() > cap;
@@ -94,18 +94,18 @@ impl Codec {
 
     pub fn decompress(self, data: &[u8], cap: usize) -> Inflated {
         match self {
-            Codec::Gzip => read_capped(flate2::bufread::MultiGzDecoder::new(data), cap),
-            Codec::Zlib => read_capped(flate2::bufread::ZlibDecoder::new(data), cap),
-            Codec::Deflate => read_capped(flate2::bufread::DeflateDecoder::new(data), cap),
-            Codec::Brotli => read_capped(brotli_decompressor::Decompressor::new(data, 4096), cap),
+            Codec::Gzip => read_capped(flate2::bufread::MultiGzDecoder::new(data), cap, data.len()),
+            Codec::Zlib => read_capped(flate2::bufread::ZlibDecoder::new(data), cap, data.len()),
+            Codec::Deflate => read_capped(flate2::bufread::DeflateDecoder::new(data), cap, 0),
+            Codec::Brotli => read_capped(brotli_decompressor::Decompressor::new(data, 4096), cap, 0),
             Codec::Zstd => match ruzstd::decoding::StreamingDecoder::new(data) {
-                Ok(d) => read_capped(d, cap),
+                Ok(d) => read_capped(d, cap, data.len()),
                 Err(_) => Inflated {
                     data: Vec::new(),
                     capped: false,
                 },
             },
-            Codec::Bzip2 => read_capped(bzip2::bufread::MultiBzDecoder::new(data), cap),
+            Codec::Bzip2 => read_capped(bzip2::bufread::MultiBzDecoder::new(data), cap, data.len()),
             Codec::Xz => {
                 let mut w = CapWriter {
                     data: Vec::new(),
@@ -122,47 +122,41 @@ impl Codec {
     }
 }
 
-/// Offsets where a compressed stream with a magic number starts, at most `max` per codec.
-pub fn magic_offsets(data: &[u8], max: usize) -> Vec<(Codec, usize)> {
-    const MAGICS: &[(Codec, &[u8])] = &[
-        (Codec::Gzip, &[0x1f, 0x8b, 0x08]),
-        (Codec::Zstd, &[0x28, 0xb5, 0x2f, 0xfd]),
-        (Codec::Xz, &[0xfd, b'7', b'z', b'X', b'Z', 0x00]),
-        (Codec::Bzip2, b"BZh"),
-    ];
+/// Where compressed streams (by magic number) start, at most `max` per codec, and whether a
+/// zip local header occurs. One `memchr3` pass over bytes that are rare in text (0x1f starts
+/// gzip, 0xfd starts xz and ends zstd's magic, 0x03 is inside zip's `PK\3\4`), plus a
+/// substring search for bzip2's block magic.
+pub fn magic_offsets(data: &[u8], max: usize) -> (Vec<(Codec, usize)>, bool) {
     let mut out = Vec::new();
-    for &(codec, magic) in MAGICS {
-        let mut n = 0;
-        let mut from = 0;
-        while n < max {
-            let Some(p) = data[from..].windows(magic.len()).position(|w| w == magic) else {
-                break;
-            };
-            let at = from + p;
-            let ok = match codec {
-                // "BZh" + level + block magic (pi).
-                Codec::Bzip2 => {
-                    data.get(at + 3).is_some_and(|c| (b'1'..=b'9').contains(c))
-                        && data.get(at + 4..at + 10)
-                            == Some(&[0x31, 0x41, 0x59, 0x26, 0x53, 0x59][..])
-                }
-                _ => true,
-            };
-            if ok {
-                out.push((codec, at));
-                n += 1;
-            }
-            from = at + 1;
+    let mut counts = [0usize; 4];
+    let mut zip = false;
+    let mut push = |out: &mut Vec<(Codec, usize)>, slot: usize, codec: Codec, at: usize| {
+        if counts[slot] < max {
+            counts[slot] += 1;
+            out.push((codec, at));
+        }
+    };
+    let at_is = |at: usize, magic: &[u8]| data.get(at..at + magic.len()) == Some(magic);
+    for i in memchr::memchr3_iter(0x1f, 0xfd, 0x03, data) {
+        match data[i] {
+            0x1f if at_is(i, &[0x1f, 0x8b, 0x08]) => push(&mut out, 0, Codec::Gzip, i),
+            0xfd if at_is(i, &[0xfd, b'7', b'z', b'X', b'Z', 0x00]) => push(&mut out, 2, Codec::Xz, i),
+            0xfd if i >= 3 && at_is(i - 3, &[0x28, 0xb5, 0x2f, 0xfd]) => push(&mut out, 1, Codec::Zstd, i - 3),
+            0x03 if i >= 2 && at_is(i - 2, b"PK\x03\x04") => zip = true,
+            _ => {}
+        }
+    }
+    for i in memchr::memmem::find_iter(data, &[0x41, 0x59, 0x26, 0x53, 0x59]) {
+        // "BZh" + level + "1AY&SY"
+        if i >= 5 && data[i - 5..i - 2] == *b"BZh" && (b'1'..=b'9').contains(&data[i - 2]) && data[i - 1] == 0x31 {
+            push(&mut out, 3, Codec::Bzip2, i - 5);
         }
     }
     // zlib has only a 2-byte header: accept it at the start only, with a valid check value.
-    if data.len() > 2
-        && data[0] & 0x0f == 8
-        && (u16::from(data[0]) << 8 | u16::from(data[1])) % 31 == 0
-    {
+    if data.len() > 2 && data[0] & 0x0f == 8 && (u16::from(data[0]) << 8 | u16::from(data[1])) % 31 == 0 {
         out.push((Codec::Zlib, 0));
     }
-    out
+    (out, zip)
 }
 
 /// One member of a zip or tar archive.
@@ -188,7 +182,7 @@ pub fn zip_members(data: &[u8], cap: usize, max_members: usize) -> Vec<Member> {
     let mut out = Vec::new();
     let mut pos = 0;
     while out.len() < max_members {
-        let Some(p) = data[pos..].windows(4).position(|w| w == b"PK\x03\x04") else {
+        let Some(p) = memchr::memmem::find(&data[pos..], b"PK\x03\x04") else {
             break;
         };
         let at = pos + p;

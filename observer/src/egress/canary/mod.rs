@@ -118,7 +118,56 @@ pub struct CanaryIndex {
     /// Pattern id → the (needle, form) pairs it stands for.
     forms: Vec<Vec<(usize, Form)>>,
     skipped_short: Vec<usize>,
+    max_pattern_len: usize,
+    prefilter: BlockFilter,
     limits: ScanLimits,
+}
+
+/// A prefilter for the automaton. Every pattern is at least [`MIN_NEEDLE_LEN`] (≥ 7) bytes, so
+/// any match fully covers a 4-byte block aligned on a multiple of 4, and that block equals the
+/// pattern's bytes at offset 0, 1, 2 or 3. Those 4-grams go into a 2^20-bit bitmap; the text is
+/// tested one aligned block at a time (one load, one multiply, one bit test per 4 bytes) and the
+/// automaton only runs around blocks that pass.
+struct BlockFilter {
+    bits: Vec<u64>,
+}
+
+const FILTER_BITS: u32 = 20;
+
+impl BlockFilter {
+    fn slot(x: u32) -> usize {
+        (x.wrapping_mul(0x9E37_79B1) >> (32 - FILTER_BITS)) as usize
+    }
+
+    fn new(patterns: &[Vec<u8>]) -> Self {
+        let mut bits = vec![0u64; (1usize << FILTER_BITS) / 64];
+        for p in patterns {
+            for off in 0..4.min(p.len().saturating_sub(3)) {
+                let x = u32::from_le_bytes([p[off], p[off + 1], p[off + 2], p[off + 3]]);
+                let s = Self::slot(x);
+                bits[s / 64] |= 1 << (s % 64);
+            }
+        }
+        BlockFilter { bits }
+    }
+
+    /// Byte ranges that may hold a match of a pattern no longer than `max_len`, merged.
+    fn candidates(&self, data: &[u8], max_len: usize) -> Vec<std::ops::Range<usize>> {
+        let mut out: Vec<std::ops::Range<usize>> = Vec::new();
+        for (i, c) in data.chunks_exact(4).enumerate() {
+            let s = Self::slot(u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+            if self.bits[s / 64] & (1 << (s % 64)) == 0 {
+                continue;
+            }
+            let a = i * 4;
+            let (lo, hi) = (a.saturating_sub(3), (a + max_len).min(data.len()));
+            match out.last_mut() {
+                Some(r) if lo <= r.end => r.end = r.end.max(hi),
+                _ => out.push(lo..hi),
+            }
+        }
+        out
+    }
 }
 
 impl std::fmt::Debug for CanaryIndex {
@@ -167,11 +216,15 @@ impl CanaryIndex {
                     .map_err(|e| CanaryError::Automaton(e.to_string()))?,
             )
         };
+        let max_pattern_len = patterns.iter().map(Vec::len).max().unwrap_or(0);
+        let prefilter = BlockFilter::new(&patterns);
         Ok(CanaryIndex {
             needles,
             ac,
             forms,
             skipped_short,
+            max_pattern_len,
+            prefilter,
             limits,
         })
     }
@@ -275,10 +328,17 @@ impl Explorer<'_> {
         true
     }
 
+    /// All matches, overlapping ones included, in the ranges the block prefilter lets through.
     fn search(&mut self, data: &[u8]) {
         let Some(ac) = &self.idx.ac else { return };
-        for m in ac.find_overlapping_iter(data) {
-            for &(needle, form) in &self.idx.forms[m.pattern().as_usize()] {
+        let mut found: Vec<usize> = Vec::new();
+        for r in self.idx.prefilter.candidates(data, self.idx.max_pattern_len) {
+            for m in ac.find_overlapping_iter(aho_corasick::Input::new(data).span(r)) {
+                found.push(m.pattern().as_usize());
+            }
+        }
+        for p in found {
+            for &(needle, form) in &self.idx.forms[p] {
                 let mut chain = self.chain.clone();
                 chain.extend(form.layers().iter().map(|s| s.to_string()));
                 self.hits.insert((needle, chain));
@@ -305,7 +365,7 @@ impl Explorer<'_> {
         }
         let l = self.idx.limits.clone();
 
-        let magics = archive::magic_offsets(data, 8);
+        let (magics, has_zip) = archive::magic_offsets(data, 8);
         for &(codec, off) in &magics {
             self.decompress(codec, &data[off..], depth);
         }
@@ -314,7 +374,7 @@ impl Explorer<'_> {
             self.decompress(Codec::Deflate, data, depth);
             self.decompress(Codec::Brotli, data, depth);
         }
-        if data.windows(4).any(|w| w == b"PK\x03\x04") {
+        if has_zip {
             self.archive("zip", depth, |cap| {
                 archive::zip_members(data, cap, l.max_members)
             });
@@ -380,13 +440,25 @@ impl Explorer<'_> {
 
         if self.text_transforms < l.max_text_transforms && !decode::looks_binary(data) {
             self.text_transforms += 1;
-            if let Some(out) = decode::url_decode(data) {
+            // One pass tells which escape characters occur at all.
+            let (mut pct, mut bs, mut eq) = (false, false, false);
+            for i in memchr::memchr3_iter(b'%', b'\\', b'=', data) {
+                match data[i] {
+                    b'%' => pct = true,
+                    b'\\' => bs = true,
+                    _ => eq = true,
+                }
+                if pct && bs && eq {
+                    break;
+                }
+            }
+            if let Some(out) = pct.then(|| decode::url_decode(data)).flatten() {
                 self.with_layer("url", |s| s.explore(&out, depth + 1, false));
             }
-            for out in decode::json_unescape(data) {
+            for out in if bs { decode::json_unescape(data) } else { Vec::new() } {
                 self.with_layer("json", |s| s.explore(&out, depth + 1, false));
             }
-            if let Some(out) = decode::qp_decode(data) {
+            if let Some(out) = eq.then(|| decode::qp_decode(data)).flatten() {
                 self.with_layer("quoted-printable", |s| s.explore(&out, depth + 1, false));
             }
             self.text_transforms -= 1;

@@ -63,8 +63,8 @@ impl FakeIps {
         let mut off = u32::from_be_bytes([h[0], h[1], h[2], h[3]]) % (V4_SIZE - 2) + 1;
         loop {
             let a = Ipv4Addr::from(base + off);
-            if !st.names.contains_key(&IpAddr::V4(a)) {
-                st.names.insert(IpAddr::V4(a), name.clone());
+            if let std::collections::hash_map::Entry::Vacant(e) = st.names.entry(IpAddr::V4(a)) {
+                e.insert(name.clone());
                 st.v4.insert(name, a);
                 return Some(a);
             }
@@ -83,8 +83,8 @@ impl FakeIps {
             u64::from_be_bytes([h[8], h[9], h[10], h[11], h[12], h[13], h[14], h[15]]).max(1);
         loop {
             let a = Ipv6Addr::from(u128::from(V6_POOL.0) | u128::from(iid));
-            if !st.names.contains_key(&IpAddr::V6(a)) {
-                st.names.insert(IpAddr::V6(a), name.clone());
+            if let std::collections::hash_map::Entry::Vacant(e) = st.names.entry(IpAddr::V6(a)) {
+                e.insert(name.clone());
                 st.v6.insert(name, a);
                 return a;
             }

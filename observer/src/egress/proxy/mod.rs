@@ -62,12 +62,15 @@ impl ProxyConfig {
     }
 }
 
+/// (certificate host, ALPN offered back).
+type TlsKey = (String, Vec<Vec<u8>>);
+
 pub(crate) struct Proxy {
     pub cfg: ProxyConfig,
     pub rec: Arc<Recorder>,
     pub ctl: Ctl,
     pub responses: Option<ResponseMap>,
-    tls_configs: Mutex<HashMap<(String, Vec<Vec<u8>>), Arc<ServerConfig>>>,
+    tls_configs: Mutex<HashMap<TlsKey, Arc<ServerConfig>>>,
 }
 
 /// Where a connection was going.
