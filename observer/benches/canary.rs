@@ -84,7 +84,10 @@ fn plant(body: &mut [u8], values: &[String], rng: &mut Rng) {
 
 /// CPU time of this thread: on a shared 2-core machine wall time includes other tenants' work.
 fn cpu_secs() -> f64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes one timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9

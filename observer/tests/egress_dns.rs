@@ -246,10 +246,23 @@ fn egress_runtime_from_sync_code() {
     let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
     let ua = udp.local_addr().unwrap();
     let events: Events = Arc::default();
-    let rt = observer::egress::EgressRuntime::start(EgressSockets { dns_udp: vec![udp], ..Default::default() }, EgressConfig::default(), sink(&events)).unwrap();
+    let rt = observer::egress::EgressRuntime::start(
+        EgressSockets {
+            dns_udp: vec![udp],
+            ..Default::default()
+        },
+        EgressConfig::default(),
+        sink(&events),
+    )
+    .unwrap();
     let m = udp_ask(ua, "sync.example.", RecordType::A);
-    let RData::A(a) = m.answers()[0].data() else { panic!() };
-    assert_eq!(rt.handle().lookup_name(IpAddr::V4(a.0)).as_deref(), Some("sync.example"));
+    let RData::A(a) = m.answers()[0].data() else {
+        panic!()
+    };
+    assert_eq!(
+        rt.handle().lookup_name(IpAddr::V4(a.0)).as_deref(),
+        Some("sync.example")
+    );
     assert!(rt.shutdown().is_complete());
     assert_eq!(events.lock().unwrap().len(), 1);
 }

@@ -72,34 +72,74 @@ pub(crate) async fn udp_loop(
     let sock = tokio::net::UdpSocket::from_std(sock).map_err(|e| e.to_string())?;
     let fd = sock.as_raw_fd();
     let mut buf = vec![0u8; 65536];
-    let mut flows: HashSet<(SocketAddr, SocketAddr)> = HashSet::new();
-    let mut events = 0usize;
-    let mut dropped = 0u64;
     let mut shutdown = ctl.shutdown.clone();
+    let mut st = FlowState {
+        rec,
+        od,
+        local,
+        flows: HashSet::new(),
+        events: 0,
+        dropped: 0,
+    };
     loop {
         let r = tokio::select! {
             r = sock.async_io(Interest::READABLE, || recv_one(fd, &mut buf)) => r,
             _ = crate::egress::stopped(&mut shutdown) => break,
         };
-        let (n, src, dst) = match r {
-            Ok(x) => x,
+        match r {
+            Ok((n, src, dst)) => st.datagram(&buf[..n.min(buf.len())], n, src, dst),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(format!("recvmsg: {e}")),
-        };
-        let dst = dst.or(match od {
-            OriginalDst::LocalAddrFallback => local,
+        }
+    }
+    // Datagrams the jail sent before the end are still queued: take them too.
+    // The fd is non-blocking: this stops at EAGAIN.
+    while let Ok((n, src, dst)) = recv_one(fd, &mut buf) {
+        st.datagram(&buf[..n.min(buf.len())], n, src, dst);
+    }
+    let FlowState { rec, dropped, .. } = st;
+    if dropped > 0 {
+        rec.emit(EventKind::Limit {
+            what: "egress_datagrams".into(),
+            detail: format!(
+                "{dropped} datagrams after the first {MAX_DATAGRAM_EVENTS} were not recorded"
+            ),
+        });
+    }
+    Ok(())
+}
+
+struct FlowState {
+    rec: Arc<Recorder>,
+    od: OriginalDst,
+    local: Option<SocketAddr>,
+    flows: HashSet<(SocketAddr, SocketAddr)>,
+    events: usize,
+    dropped: u64,
+}
+
+impl FlowState {
+    fn datagram(
+        &mut self,
+        kept: &[u8],
+        n: usize,
+        src: Option<SocketAddr>,
+        dst: Option<SocketAddr>,
+    ) {
+        let rec = &self.rec;
+        let dst = dst.or(match self.od {
+            OriginalDst::LocalAddrFallback => self.local,
             OriginalDst::Netfilter => None,
         });
         let dst = dst.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
         let src = src.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
-        let kept = &buf[..n.min(buf.len())];
-        if events >= MAX_DATAGRAM_EVENTS {
-            dropped += 1;
-            continue;
+        if self.events >= MAX_DATAGRAM_EVENTS {
+            self.dropped += 1;
+            return;
         }
-        events += 1;
+        self.events += 1;
         let name = rec.fake.lookup_name(dst.ip());
-        if flows.len() < MAX_FLOWS && flows.insert((src, dst)) {
+        if self.flows.len() < MAX_FLOWS && self.flows.insert((src, dst)) {
             rec.emit(EventKind::Connection {
                 proto: "udp".into(),
                 dst_addr: dst.ip().to_string(),
@@ -117,7 +157,7 @@ pub(crate) async fn udp_loop(
         });
         if !kept.is_empty() {
             let host = name.unwrap_or_else(|| host_of(dst.ip()));
-            let r2 = Arc::clone(&rec);
+            let r2 = Arc::clone(rec);
             let data = kept.to_vec();
             rec.track(async move {
                 r2.scan(
@@ -130,15 +170,6 @@ pub(crate) async fn udp_loop(
             });
         }
     }
-    if dropped > 0 {
-        rec.emit(EventKind::Limit {
-            what: "egress_datagrams".into(),
-            detail: format!(
-                "{dropped} datagrams after the first {MAX_DATAGRAM_EVENTS} were not recorded"
-            ),
-        });
-    }
-    Ok(())
 }
 
 fn host_of(ip: IpAddr) -> String {

@@ -97,7 +97,9 @@ impl Codec {
             Codec::Gzip => read_capped(flate2::bufread::MultiGzDecoder::new(data), cap, data.len()),
             Codec::Zlib => read_capped(flate2::bufread::ZlibDecoder::new(data), cap, data.len()),
             Codec::Deflate => read_capped(flate2::bufread::DeflateDecoder::new(data), cap, 0),
-            Codec::Brotli => read_capped(brotli_decompressor::Decompressor::new(data, 4096), cap, 0),
+            Codec::Brotli => {
+                read_capped(brotli_decompressor::Decompressor::new(data, 4096), cap, 0)
+            }
             Codec::Zstd => match ruzstd::decoding::StreamingDecoder::new(data) {
                 Ok(d) => read_capped(d, cap, data.len()),
                 Err(_) => Inflated {
@@ -140,20 +142,31 @@ pub fn magic_offsets(data: &[u8], max: usize) -> (Vec<(Codec, usize)>, bool) {
     for i in memchr::memchr3_iter(0x1f, 0xfd, 0x03, data) {
         match data[i] {
             0x1f if at_is(i, &[0x1f, 0x8b, 0x08]) => push(&mut out, 0, Codec::Gzip, i),
-            0xfd if at_is(i, &[0xfd, b'7', b'z', b'X', b'Z', 0x00]) => push(&mut out, 2, Codec::Xz, i),
-            0xfd if i >= 3 && at_is(i - 3, &[0x28, 0xb5, 0x2f, 0xfd]) => push(&mut out, 1, Codec::Zstd, i - 3),
+            0xfd if at_is(i, &[0xfd, b'7', b'z', b'X', b'Z', 0x00]) => {
+                push(&mut out, 2, Codec::Xz, i)
+            }
+            0xfd if i >= 3 && at_is(i - 3, &[0x28, 0xb5, 0x2f, 0xfd]) => {
+                push(&mut out, 1, Codec::Zstd, i - 3)
+            }
             0x03 if i >= 2 && at_is(i - 2, b"PK\x03\x04") => zip = true,
             _ => {}
         }
     }
     for i in memchr::memmem::find_iter(data, &[0x41, 0x59, 0x26, 0x53, 0x59]) {
         // "BZh" + level + "1AY&SY"
-        if i >= 5 && data[i - 5..i - 2] == *b"BZh" && (b'1'..=b'9').contains(&data[i - 2]) && data[i - 1] == 0x31 {
+        if i >= 5
+            && data[i - 5..i - 2] == *b"BZh"
+            && (b'1'..=b'9').contains(&data[i - 2])
+            && data[i - 1] == 0x31
+        {
             push(&mut out, 3, Codec::Bzip2, i - 5);
         }
     }
     // zlib has only a 2-byte header: accept it at the start only, with a valid check value.
-    if data.len() > 2 && data[0] & 0x0f == 8 && (u16::from(data[0]) << 8 | u16::from(data[1])) % 31 == 0 {
+    if data.len() > 2
+        && data[0] & 0x0f == 8
+        && (u16::from(data[0]) << 8 | u16::from(data[1])) % 31 == 0
+    {
         out.push((Codec::Zlib, 0));
     }
     (out, zip)

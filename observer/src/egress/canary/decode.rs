@@ -71,11 +71,22 @@ pub fn find_runs(data: &[u8], max_runs: usize) -> (Runs, bool) {
     let n = data.len();
     let member = |c: u8| -> u8 { MEMBER[c as usize] };
     let mut covered = [0usize; 3];
-    let kinds = [(C_B64, MIN_B64_RUN), (C_B32, MIN_B32_RUN), (C_HEX, MIN_HEX_RUN)];
+    let kinds = [
+        (C_B64, MIN_B64_RUN),
+        (C_B32, MIN_B32_RUN),
+        (C_HEX, MIN_HEX_RUN),
+    ];
     let mut block = 0;
     while block + 8 <= n {
         let w = &data[block..block + 8];
-        let all = member(w[0]) & member(w[1]) & member(w[2]) & member(w[3]) & member(w[4]) & member(w[5]) & member(w[6]) & member(w[7]);
+        let all = member(w[0])
+            & member(w[1])
+            & member(w[2])
+            & member(w[3])
+            & member(w[4])
+            & member(w[5])
+            & member(w[6])
+            & member(w[7]);
         if all != 0 {
             for (slot, &(bit, min)) in kinds.iter().enumerate() {
                 if all & bit == 0 || block < covered[slot] {

@@ -332,7 +332,11 @@ impl Explorer<'_> {
     fn search(&mut self, data: &[u8]) {
         let Some(ac) = &self.idx.ac else { return };
         let mut found: Vec<usize> = Vec::new();
-        for r in self.idx.prefilter.candidates(data, self.idx.max_pattern_len) {
+        for r in self
+            .idx
+            .prefilter
+            .candidates(data, self.idx.max_pattern_len)
+        {
             for m in ac.find_overlapping_iter(aho_corasick::Input::new(data).span(r)) {
                 found.push(m.pattern().as_usize());
             }
@@ -455,7 +459,11 @@ impl Explorer<'_> {
             if let Some(out) = pct.then(|| decode::url_decode(data)).flatten() {
                 self.with_layer("url", |s| s.explore(&out, depth + 1, false));
             }
-            for out in if bs { decode::json_unescape(data) } else { Vec::new() } {
+            for out in if bs {
+                decode::json_unescape(data)
+            } else {
+                Vec::new()
+            } {
                 self.with_layer("json", |s| s.explore(&out, depth + 1, false));
             }
             if let Some(out) = eq.then(|| decode::qp_decode(data)).flatten() {

@@ -132,6 +132,8 @@ impl ResolvesServerCert for Fixed {
 }
 
 const MAX_DEPTH: u8 = 4;
+/// At shutdown, how long buffered client data is still read.
+const DRAIN: Duration = Duration::from_millis(300);
 
 impl Proxy {
     pub fn new(cfg: ProxyConfig, rec: Arc<Recorder>, ctl: Ctl) -> Self {
@@ -346,8 +348,14 @@ async fn serve_http(proxy: Arc<Proxy>, io: Prefixed<BoxIo>, dest: Dest, depth: u
     let r = tokio::select! {
         r = c.as_mut() => r,
         _ = crate::egress::stopped(&mut shutdown) => {
-            c.as_mut().graceful_shutdown();
-            c.await
+            // Requests already sent are still read and answered; then the connection closes.
+            match tokio::time::timeout(DRAIN, c.as_mut()).await {
+                Ok(r) => r,
+                Err(_) => {
+                    c.as_mut().graceful_shutdown();
+                    c.await
+                }
+            }
         }
     };
     if let Err(e) = r {
@@ -361,13 +369,31 @@ async fn raw_stream(proxy: Arc<Proxy>, mut io: Prefixed<BoxIo>, dest: Dest) {
     let mut total = 0u64;
     let mut buf = vec![0u8; 16 << 10];
     let mut shutdown = proxy.ctl.shutdown.clone();
+    let mut draining = false;
     loop {
-        let n = tokio::select! {
-            r = tokio::time::timeout(proxy.cfg.stream_idle, io.read(&mut buf)) => match r {
-                Ok(Ok(n)) if n > 0 => n,
-                _ => break,
+        let read = tokio::time::timeout(
+            if draining {
+                DRAIN
+            } else {
+                proxy.cfg.stream_idle
             },
-            _ = crate::egress::stopped(&mut shutdown) => break,
+            io.read(&mut buf),
+        );
+        let r = if draining {
+            read.await
+        } else {
+            tokio::select! {
+                r = read => r,
+                _ = crate::egress::stopped(&mut shutdown) => {
+                    // Keep what the client already sent, then stop.
+                    draining = true;
+                    continue;
+                }
+            }
+        };
+        let n = match r {
+            Ok(Ok(n)) if n > 0 => n,
+            _ => break,
         };
         total += n as u64;
         let room = keep.saturating_sub(kept.len());
@@ -444,6 +470,49 @@ pub fn original_dst(s: &tokio::net::TcpStream) -> Option<SocketAddr> {
     }
 }
 
+/// Records one accepted connection and starts serving it.
+fn accept_one(
+    proxy: &Arc<Proxy>,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    od: OriginalDst,
+    conns: &mut JoinSet<()>,
+) {
+    if conns.len() >= proxy.cfg.max_connections {
+        proxy.rec.emit(EventKind::Limit {
+            what: "egress_connections".into(),
+            detail: format!(
+                "more than {} concurrent connections; {peer} dropped",
+                proxy.cfg.max_connections
+            ),
+        });
+        return;
+    }
+    let dst = match (original_dst(&stream), od) {
+        (Some(d), _) => Some(d),
+        (None, OriginalDst::LocalAddrFallback) => stream.local_addr().ok(),
+        (None, OriginalDst::Netfilter) => None,
+    };
+    let dst = dst.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+    let name = proxy.rec.fake.lookup_name(dst.ip());
+    proxy.rec.emit(EventKind::Connection {
+        proto: "tcp".into(),
+        dst_addr: dst.ip().to_string(),
+        dst_port: dst.port(),
+        src_port: Some(peer.port()),
+        name: name.clone(),
+    });
+    let dest = Dest {
+        addr: dst.ip().to_string(),
+        port: dst.port(),
+        name,
+        tls: false,
+        sni: None,
+    };
+    let _ = stream.set_nodelay(true);
+    conns.spawn(serve(Arc::clone(proxy), Box::new(stream), dest, 0));
+}
+
 /// Accepts redirected connections until shutdown.
 pub(crate) async fn accept_loop(
     proxy: Arc<Proxy>,
@@ -476,39 +545,13 @@ pub(crate) async fn accept_loop(
             },
             _ = crate::egress::stopped(&mut shutdown) => break,
         };
-        if conns.len() >= proxy.cfg.max_connections {
-            proxy.rec.emit(EventKind::Limit {
-                what: "egress_connections".into(),
-                detail: format!(
-                    "more than {} concurrent connections; {peer} dropped",
-                    proxy.cfg.max_connections
-                ),
-            });
-            continue;
-        }
-        let dst = match (original_dst(&stream), od) {
-            (Some(d), _) => Some(d),
-            (None, OriginalDst::LocalAddrFallback) => stream.local_addr().ok(),
-            (None, OriginalDst::Netfilter) => None,
-        };
-        let dst = dst.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
-        let name = proxy.rec.fake.lookup_name(dst.ip());
-        proxy.rec.emit(EventKind::Connection {
-            proto: "tcp".into(),
-            dst_addr: dst.ip().to_string(),
-            dst_port: dst.port(),
-            src_port: Some(peer.port()),
-            name: name.clone(),
-        });
-        let dest = Dest {
-            addr: dst.ip().to_string(),
-            port: dst.port(),
-            name,
-            tls: false,
-            sni: None,
-        };
-        let _ = stream.set_nodelay(true);
-        conns.spawn(serve(Arc::clone(&proxy), Box::new(stream), dest, 0));
+        accept_one(&proxy, stream, peer, od, &mut conns);
+    }
+    // Connections the jail made before the end may still sit in the backlog.
+    while let Ok(Ok((stream, peer))) =
+        tokio::time::timeout(Duration::from_millis(20), listener.accept()).await
+    {
+        accept_one(&proxy, stream, peer, od, &mut conns);
     }
     drop(listener);
     let drain = async {
