@@ -533,3 +533,14 @@ fn tcp_sockets_without_a_proxy_config_are_refused() {
     );
     assert!(r.is_err());
 }
+
+/// Without a netfilter redirect the kernel has no original destination: `None`, never a guess.
+#[tokio::test]
+async fn original_dst_is_none_without_a_redirect() {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let a = l.local_addr().unwrap();
+    let c = tokio::net::TcpStream::connect(a).await.unwrap();
+    let (s, _) = l.accept().await.unwrap();
+    assert_eq!(observer::egress::proxy::original_dst(&s), None);
+    drop(c);
+}

@@ -173,25 +173,14 @@ impl Recorder {
 
     /// After a DNS query was recorded as `seq`: tunnelling notes, canary search of the name and
     /// of the reassembled names under its parent.
-    pub async fn dns_query(self: &Arc<Self>, seq: u64, name: &str) {
+    pub fn dns_query(self: &Arc<Self>, seq: u64, name: &str) {
         let notes = lock(&self.tunnel).observe(name);
         for n in notes {
             self.note("dns_tunnel_shape", n);
         }
         let name = name.trim_end_matches('.').to_string();
         let parent = super::canary::reassemble::split_parent(&name).map(|p| p.0);
-        // Dots split encoded runs; the name without them is searched too.
-        let flat: String = name.split('.').collect();
-        self.scan(
-            seq,
-            Some(name.clone()),
-            parent.clone(),
-            vec![
-                Buffer::new("dns", name.clone()),
-                Buffer::new("dns-labels", flat),
-            ],
-        )
-        .await;
+        // Into the reassembly now, so a shutdown right after the answer cannot lose the name.
         let live = {
             let mut r = lock(&self.reasm);
             match r.add_dns(&name, seq) {
@@ -199,7 +188,19 @@ impl Recorder {
                 _ => Vec::new(),
             }
         };
-        self.scan_assembled(live).await;
+        // Dots split encoded runs; the name without them is searched too.
+        let flat: String = name.split('.').collect();
+        let bufs = vec![
+            Buffer::new("dns", name.clone()),
+            Buffer::new("dns-labels", flat),
+        ];
+        let me = Arc::clone(self);
+        // The single-name search goes first: a value found there is not reported again from
+        // the reassembly.
+        self.track(async move {
+            me.scan(seq, Some(name), parent, bufs).await;
+            me.scan_assembled(live).await;
+        });
     }
 
     /// After an HTTP request was recorded as `seq`: the request's parts feed the per-host reassembly.

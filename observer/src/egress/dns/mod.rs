@@ -208,7 +208,7 @@ impl RequestHandler for DnsHandler {
             .send_response(msg)
             .await
             .unwrap_or_else(|_| failed(request.header()));
-        self.rec.dns_query(seq, &name).await;
+        self.rec.dns_query(seq, &name);
         info
     }
 }

@@ -428,45 +428,32 @@ async fn raw_stream(proxy: Arc<Proxy>, mut io: Prefixed<BoxIo>, dest: Dest) {
     }
 }
 
+/// Reads a socket option holding a `T` (a sockaddr); `None` when the kernel has no answer.
+fn sockopt_addr<T>(fd: std::os::fd::RawFd, level: libc::c_int, name: libc::c_int) -> Option<T> {
+    let mut v = std::mem::MaybeUninit::<T>::zeroed();
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into the zeroed buffer of that size, and the
+    // sockaddr types used here are plain data valid for any bit pattern.
+    let rc = unsafe { libc::getsockopt(fd, level, name, v.as_mut_ptr().cast(), &mut len) };
+    // SAFETY: zero-initialised and possibly overwritten by the kernel: initialised either way.
+    (rc == 0).then(|| unsafe { v.assume_init() })
+}
+
 /// `SO_ORIGINAL_DST` / `IP6T_SO_ORIGINAL_DST` of a redirected connection.
 pub fn original_dst(s: &tokio::net::TcpStream) -> Option<SocketAddr> {
     use std::os::fd::AsRawFd;
-    const SO_ORIGINAL_DST: libc::c_int = 80;
+    const SO_ORIGINAL_DST: libc::c_int = 80; // == IP6T_SO_ORIGINAL_DST
     let fd = s.as_raw_fd();
-    let local = s.local_addr().ok()?;
-    // SAFETY: getsockopt writes at most `len` bytes into a properly sized, zeroed sockaddr.
-    unsafe {
-        if local.is_ipv4() {
-            let mut sa: libc::sockaddr_in = std::mem::zeroed();
-            let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-            if libc::getsockopt(
-                fd,
-                libc::SOL_IP,
-                SO_ORIGINAL_DST,
-                (&mut sa as *mut libc::sockaddr_in).cast(),
-                &mut len,
-            ) != 0
-            {
-                return None;
-            }
-            let ip = std::net::Ipv4Addr::from(u32::from_be(sa.sin_addr.s_addr));
-            Some(SocketAddr::from((ip, u16::from_be(sa.sin_port))))
-        } else {
-            let mut sa: libc::sockaddr_in6 = std::mem::zeroed();
-            let mut len = std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t;
-            if libc::getsockopt(
-                fd,
-                libc::SOL_IPV6,
-                SO_ORIGINAL_DST,
-                (&mut sa as *mut libc::sockaddr_in6).cast(),
-                &mut len,
-            ) != 0
-            {
-                return None;
-            }
-            let ip = std::net::Ipv6Addr::from(sa.sin6_addr.s6_addr);
-            Some(SocketAddr::from((ip, u16::from_be(sa.sin6_port))))
-        }
+    if s.local_addr().ok()?.is_ipv4() {
+        let sa: libc::sockaddr_in = sockopt_addr(fd, libc::SOL_IP, SO_ORIGINAL_DST)?;
+        let ip = std::net::Ipv4Addr::from(u32::from_be(sa.sin_addr.s_addr));
+        Some(SocketAddr::from((ip, u16::from_be(sa.sin_port))))
+    } else {
+        let sa: libc::sockaddr_in6 = sockopt_addr(fd, libc::SOL_IPV6, SO_ORIGINAL_DST)?;
+        Some(SocketAddr::from((
+            std::net::Ipv6Addr::from(sa.sin6_addr.s6_addr),
+            u16::from_be(sa.sin6_port),
+        )))
     }
 }
 
