@@ -37,6 +37,57 @@ impl Buffer {
     }
 }
 
+/// Bytes held for searching across all connections at once (bodies and streams kept in
+/// memory); past it, bytes are still counted and hashed but not kept.
+pub const KEPT_BUDGET: usize = 256 << 20;
+/// Searches running at once (CPU and decode memory are bounded by this times the per-buffer
+/// budget).
+const SCAN_SLOTS: usize = 2;
+
+/// A shared byte budget (reserve before keeping, release after searching).
+#[derive(Debug)]
+pub struct KeptBudget {
+    used: std::sync::atomic::AtomicUsize,
+    cap: usize,
+}
+
+impl KeptBudget {
+    pub fn new(cap: usize) -> Self {
+        KeptBudget {
+            used: std::sync::atomic::AtomicUsize::new(0),
+            cap,
+        }
+    }
+
+    /// Reserves up to `n` bytes; returns how many were granted.
+    pub fn reserve(&self, n: usize) -> usize {
+        use std::sync::atomic::Ordering;
+        let mut cur = self.used.load(Ordering::Relaxed);
+        loop {
+            let grant = n.min(self.cap.saturating_sub(cur));
+            if grant == 0 {
+                return 0;
+            }
+            match self.used.compare_exchange_weak(
+                cur,
+                cur + grant,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return grant,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    pub fn release(&self, n: usize) {
+        self.used.fetch_sub(
+            n.min(self.used.load(std::sync::atomic::Ordering::Relaxed)),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+}
+
 /// Groups smaller than this are rescanned live on every new piece; bigger ones at flush.
 const LIVE_RESCAN_BYTES: usize = 64 << 10;
 
@@ -57,6 +108,9 @@ pub struct Recorder {
     single: Mutex<HashSet<(String, String)>>,
     /// Searches still running, awaited at flush so no hit is lost at shutdown.
     tasks: tokio_util::task::TaskTracker,
+    scan_slots: tokio::sync::Semaphore,
+    /// Memory held by captured bytes waiting for their search.
+    pub kept: KeptBudget,
 }
 
 impl Recorder {
@@ -70,6 +124,8 @@ impl Recorder {
             reported: Mutex::default(),
             single: Mutex::default(),
             tasks: tokio_util::task::TaskTracker::new(),
+            scan_slots: tokio::sync::Semaphore::new(SCAN_SLOTS),
+            kept: KeptBudget::new(KEPT_BUDGET),
         }
     }
 
@@ -137,6 +193,7 @@ impl Recorder {
         group: Option<String>,
         bufs: Vec<Buffer>,
     ) {
+        let _slot = self.scan_slots.acquire().await;
         let me = Arc::clone(self);
         let job = tokio::task::spawn_blocking(move || {
             for b in bufs {
@@ -156,6 +213,7 @@ impl Recorder {
         if groups.is_empty() {
             return;
         }
+        let _slot = self.scan_slots.acquire().await;
         let me = Arc::clone(self);
         let job = tokio::task::spawn_blocking(move || {
             for a in groups {
@@ -252,5 +310,22 @@ impl Recorder {
             v
         };
         self.scan_assembled(all).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KeptBudget;
+
+    #[test]
+    fn kept_budget_grants_partially_and_releases() {
+        let b = KeptBudget::new(100);
+        assert_eq!(b.reserve(60), 60);
+        assert_eq!(b.reserve(60), 40);
+        assert_eq!(b.reserve(1), 0);
+        b.release(100);
+        assert_eq!(b.reserve(30), 30);
+        b.release(1000); // never underflows
+        assert_eq!(b.reserve(100), 100);
     }
 }

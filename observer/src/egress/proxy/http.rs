@@ -234,14 +234,17 @@ pub(super) async fn handle(
     let mut size = 0u64;
     let mut hasher = Sha256::new();
     let mut body = req.into_body();
+    let mut starved = false;
     let collect = async {
         while let Some(frame) = body.frame().await {
             let Ok(frame) = frame else { break };
             if let Ok(data) = frame.into_data() {
                 size += data.len() as u64;
                 hasher.update(&data);
-                let room = keep.saturating_sub(kept.len());
-                kept.extend_from_slice(&data[..room.min(data.len())]);
+                let want = keep.saturating_sub(kept.len()).min(data.len());
+                let got = proxy.rec.kept.reserve(want);
+                starved |= got < want;
+                kept.extend_from_slice(&data[..got]);
             }
         }
     };
@@ -269,7 +272,12 @@ pub(super) async fn handle(
     }
     if size as usize > kept.len() {
         proxy.rec.emit(EventKind::Limit {
-            what: "egress_body".into(),
+            what: if starved {
+                "egress_memory"
+            } else {
+                "egress_body"
+            }
+            .into(),
             detail: format!(
                 "event {seq}: body of {size} bytes, first {} searched",
                 kept.len()

@@ -396,8 +396,9 @@ async fn raw_stream(proxy: Arc<Proxy>, mut io: Prefixed<BoxIo>, dest: Dest) {
             _ => break,
         };
         total += n as u64;
-        let room = keep.saturating_sub(kept.len());
-        kept.extend_from_slice(&buf[..room.min(n)]);
+        let want = keep.saturating_sub(kept.len()).min(n);
+        let got = proxy.rec.kept.reserve(want);
+        kept.extend_from_slice(&buf[..got]);
     }
     let proto = if dest.tls { "tls" } else { "tcp" };
     let seq = proxy.rec.emit(EventKind::Stream {
@@ -416,6 +417,7 @@ async fn raw_stream(proxy: Arc<Proxy>, mut io: Prefixed<BoxIo>, dest: Dest) {
     if !kept.is_empty() {
         let host = dest.host();
         let rec = Arc::clone(&proxy.rec);
+        let held = kept.len();
         proxy.rec.track(async move {
             rec.scan(
                 seq,
@@ -423,7 +425,8 @@ async fn raw_stream(proxy: Arc<Proxy>, mut io: Prefixed<BoxIo>, dest: Dest) {
                 Some(host),
                 vec![Buffer::new("stream", kept)],
             )
-            .await
+            .await;
+            rec.kept.release(held);
         });
     }
 }
