@@ -544,3 +544,38 @@ async fn original_dst_is_none_without_a_redirect() {
     assert_eq!(observer::egress::proxy::original_dst(&s), None);
     drop(c);
 }
+
+/// An attacker prefixes the payload with bytes that look like TLS or HTTP so a parser rejects
+/// it: the bytes are still recorded as a raw stream and searched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fake_tls_and_fake_http_prefixes_do_not_hide_a_payload() {
+    let r = rig(|_| {});
+    let proxy = r.addr;
+    tokio::task::spawn_blocking(move || {
+        for prefix in [&b"\x16\x03\x01\x00\x05junk!"[..], b"GET \x00\x01"] {
+            let mut s = TcpStream::connect(proxy).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            // One write: the server may reject and close as soon as it has seen the prefix.
+            let mut msg = prefix.to_vec();
+            msg.extend_from_slice(format!("{SECRET}\r\n\r\n").as_bytes());
+            s.write_all(&msg).unwrap();
+            let _ = s.shutdown(std::net::Shutdown::Write);
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest);
+        }
+    })
+    .await
+    .unwrap();
+    let ev = r.finish().await;
+    let previews: Vec<String> = ev
+        .iter()
+        .filter_map(|e| match e {
+            EventKind::Stream { preview, .. } => preview.clone(),
+            _ => None,
+        })
+        .collect();
+    assert!(previews.iter().any(|p| p.starts_with("\\x16\\x03\\x01")), "{previews:?}");
+    assert!(previews.iter().any(|p| p.starts_with("GET \\x00")), "{previews:?}");
+    assert_eq!(hits(&ev).iter().filter(|(c, _)| c == &["stream"]).count(), 2, "{:?} {previews:?}", hits(&ev));
+    assert!(ev.iter().any(|e| matches!(e, EventKind::TlsHandshake { intercepted: false, .. })));
+}

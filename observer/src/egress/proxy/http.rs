@@ -154,6 +154,8 @@ pub(super) async fn handle(
     conn: Arc<Conn>,
     req: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
+    conn.requests
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let method = req.method().as_str().to_string();
     let headers: Vec<(String, String)> = req
         .headers()

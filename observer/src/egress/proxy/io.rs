@@ -56,11 +56,15 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Prefixed<IO> {
     }
 }
 
-/// Bytes read from (`from_client`) and written to (`to_client`) the client.
+/// Bytes read from (`from_client`) and written to (`to_client`) the client, and a copy of the
+/// first `capture_cap` bytes the client sent (to fall back to a raw record when a parser
+/// rejects the stream).
 #[derive(Debug, Default)]
 pub struct Counters {
     pub from_client: AtomicU64,
     pub to_client: AtomicU64,
+    capture_cap: usize,
+    captured: std::sync::Mutex<Vec<u8>>,
 }
 
 impl Counters {
@@ -69,6 +73,23 @@ impl Counters {
             self.from_client.load(Ordering::Relaxed),
             self.to_client.load(Ordering::Relaxed),
         )
+    }
+
+    fn record(&self, data: &[u8]) {
+        if self.capture_cap == 0 {
+            return;
+        }
+        let mut c = self.captured.lock().unwrap_or_else(|e| e.into_inner());
+        let room = self.capture_cap.saturating_sub(c.len());
+        c.extend_from_slice(&data[..room.min(data.len())]);
+    }
+
+    /// The captured prefix of what the client sent.
+    pub fn captured(&self) -> Vec<u8> {
+        self.captured
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
@@ -79,9 +100,17 @@ pub struct Counted<IO> {
 
 impl<IO> Counted<IO> {
     pub fn new(inner: IO) -> Self {
+        Self::with_capture(inner, 0)
+    }
+
+    /// Also keeps a copy of the first `cap` bytes read from the client.
+    pub fn with_capture(inner: IO, cap: usize) -> Self {
         Counted {
             inner,
-            counters: Arc::default(),
+            counters: Arc::new(Counters {
+                capture_cap: cap,
+                ..Counters::default()
+            }),
         }
     }
 }
@@ -96,6 +125,7 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Counted<IO> {
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
         let n = (buf.filled().len() - before) as u64;
         self.counters.from_client.fetch_add(n, Ordering::Relaxed);
+        self.counters.record(&buf.filled()[before..]);
         r
     }
 }

@@ -23,6 +23,7 @@ use sniff::Proto;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -120,6 +121,8 @@ impl Dest {
 pub(crate) struct Conn {
     pub dest: Dest,
     pub depth: u8,
+    /// Requests parsed on this connection.
+    pub requests: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -132,6 +135,8 @@ impl ResolvesServerCert for Fixed {
 }
 
 const MAX_DEPTH: u8 = 4;
+/// Client bytes kept to re-read as a raw stream when a TLS or HTTP parser rejects them.
+const CAPTURE: usize = 64 << 10;
 /// At shutdown, how long buffered client data is still read.
 const DRAIN: Duration = Duration::from_millis(300);
 
@@ -207,6 +212,22 @@ async fn read_head<IO: AsyncRead + Unpin>(
     }
 }
 
+/// Reads until the end of the request head (or 16 KiB, or a short pause).
+async fn read_http_head(io: &mut BoxIo, head: &mut Vec<u8>) {
+    let mut buf = [0u8; 4096];
+    while head.len() < HTTP_HEAD_MAX
+        && memchr::memmem::find(head, b"\r\n\r\n").is_none()
+        && memchr::memmem::find(head, b"\n\n").is_none()
+    {
+        match tokio::time::timeout(Duration::from_millis(500), io.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => head.extend_from_slice(&buf[..n]),
+            _ => return,
+        }
+    }
+}
+
+const HTTP_HEAD_MAX: usize = 16 << 10;
+
 /// A greeting for protocols where the server speaks first, so the client sends its payload.
 fn banner(port: u16, host: &str) -> Option<String> {
     match port {
@@ -257,6 +278,18 @@ pub(crate) fn serve(
                 }
             }
         }
+        let proto = if proto == Proto::Http {
+            // The HTTP parser drops what it rejects: look at the whole head first, and send
+            // "GET " followed by anything that is not a request to the raw capture instead.
+            read_http_head(&mut io, &mut head).await;
+            if sniff::http_head_ok(&head) {
+                Proto::Http
+            } else {
+                Proto::Other
+            }
+        } else {
+            proto
+        };
         let io = Prefixed::new(head, io);
         match proto {
             Proto::Tls => tls(proxy, io, dest, depth).await,
@@ -267,7 +300,7 @@ pub(crate) fn serve(
 }
 
 async fn tls(proxy: Arc<Proxy>, io: Prefixed<BoxIo>, dest: Dest, depth: u8) {
-    let counted = Counted::new(io);
+    let counted = Counted::with_capture(io, CAPTURE);
     let counters = Arc::clone(&counted.counters);
     let timeout = proxy.cfg.stream_idle;
     let handshake_failed = |proxy: &Proxy, sni: Option<String>, alpn: Vec<String>, why: String| {
@@ -281,15 +314,24 @@ async fn tls(proxy: Arc<Proxy>, io: Prefixed<BoxIo>, dest: Dest, depth: u8) {
         });
         tracing::debug!(?sni, "TLS not intercepted: {why}");
     };
-    let start = match tokio::time::timeout(
-        timeout,
-        tokio_rustls::LazyConfigAcceptor::new(Acceptor::default(), counted),
-    )
-    .await
-    {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return handshake_failed(&proxy, None, Vec::new(), e.to_string()),
-        Err(_) => return handshake_failed(&proxy, None, Vec::new(), "ClientHello timeout".into()),
+    let mut acceptor = tokio_rustls::LazyConfigAcceptor::new(Acceptor::default(), counted);
+    let why = match tokio::time::timeout(timeout, &mut acceptor).await {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("ClientHello timeout".to_string()),
+    };
+    let start = match why {
+        Ok(s) => s,
+        Err(why) => {
+            // Looked like TLS (0x16 0x03) but is no ClientHello: whatever it carries is
+            // recorded as a raw stream, so that prefix cannot hide a payload.
+            handshake_failed(&proxy, None, Vec::new(), why);
+            if let Some(io) = acceptor.take_io() {
+                let seen = counters.captured();
+                return raw_stream(proxy, Prefixed::new(seen, Box::new(io)), dest).await;
+            }
+            return;
+        }
     };
     let hello = start.client_hello();
     let sni = hello.server_name().map(str::to_string);
@@ -332,7 +374,14 @@ async fn tls(proxy: Arc<Proxy>, io: Prefixed<BoxIo>, dest: Dest, depth: u8) {
 }
 
 async fn serve_http(proxy: Arc<Proxy>, io: Prefixed<BoxIo>, dest: Dest, depth: u8) {
-    let conn = Arc::new(Conn { dest, depth });
+    let counted = Counted::with_capture(io, CAPTURE);
+    let counters = Arc::clone(&counted.counters);
+    let conn = Arc::new(Conn {
+        dest: dest.clone(),
+        depth,
+        requests: AtomicU64::new(0),
+    });
+    let seen = Arc::clone(&conn);
     let p = Arc::clone(&proxy);
     let svc = hyper::service::service_fn(move |req| {
         let (p, c) = (Arc::clone(&p), Arc::clone(&conn));
@@ -342,7 +391,7 @@ async fn serve_http(proxy: Arc<Proxy>, io: Prefixed<BoxIo>, dest: Dest, depth: u
         hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
     // A client that sends its request and then shuts down its write side still gets it recorded.
     builder.http1().half_close(true);
-    let c = builder.serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(io), svc);
+    let c = builder.serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(counted), svc);
     tokio::pin!(c);
     let mut shutdown = proxy.ctl.shutdown.clone();
     let r = tokio::select! {
@@ -360,6 +409,15 @@ async fn serve_http(proxy: Arc<Proxy>, io: Prefixed<BoxIo>, dest: Dest, depth: u
     };
     if let Err(e) = r {
         tracing::debug!("http connection ended: {e}");
+        // Started like HTTP but no request parsed ("GET " + payload): keep the bytes anyway.
+        if seen.requests.load(Ordering::Relaxed) == 0 {
+            let mut bytes = counters.captured();
+            bytes.truncate(proxy.rec.kept.reserve(bytes.len()));
+            if !bytes.is_empty() {
+                let total = counters.get().0;
+                record_stream(&proxy, &dest, bytes, Some(total)).await;
+            }
+        }
     }
 }
 
@@ -400,6 +458,13 @@ async fn raw_stream(proxy: Arc<Proxy>, mut io: Prefixed<BoxIo>, dest: Dest) {
         let got = proxy.rec.kept.reserve(want);
         kept.extend_from_slice(&buf[..got]);
     }
+    record_stream(&proxy, &dest, kept, Some(total)).await;
+}
+
+/// Emits a `stream` event for bytes kept (already reserved in the memory budget) out of `total`
+/// sent, and searches them.
+async fn record_stream(proxy: &Arc<Proxy>, dest: &Dest, kept: Vec<u8>, total: Option<u64>) {
+    let total = total.unwrap_or(kept.len() as u64);
     let proto = if dest.tls { "tls" } else { "tcp" };
     let seq = proxy.rec.emit(EventKind::Stream {
         proto: proto.into(),

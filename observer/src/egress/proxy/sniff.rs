@@ -59,6 +59,19 @@ pub fn sniff(head: &[u8]) -> Proto {
     }
 }
 
+/// Whether the bytes seen so far are a plausible HTTP/1.x request head (or the h2 preface).
+/// An incomplete head is given the benefit of the doubt; a malformed one is not HTTP.
+pub fn http_head_ok(head: &[u8]) -> bool {
+    if head.starts_with(b"PRI * HTTP/2.0") {
+        return true;
+    }
+    let mut headers = [httparse::EMPTY_HEADER; 128];
+    match httparse::Request::new(&mut headers).parse(head) {
+        Ok(_) | Err(httparse::Error::TooManyHeaders) => true,
+        Err(_) => false,
+    }
+}
+
 /// Splits `host:port` / `[v6]:port` (a CONNECT target).
 pub fn split_authority(auth: &str, default_port: u16) -> (String, u16) {
     if let Some(rest) = auth.strip_prefix('[') {
@@ -111,6 +124,17 @@ mod tests {
         assert_eq!(sniff(b"GE"), Proto::NeedMore);
         assert_eq!(sniff(b""), Proto::NeedMore);
         assert_eq!(sniff(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"), Proto::Other);
+    }
+
+    #[test]
+    fn http_heads() {
+        assert!(http_head_ok(b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n"));
+        assert!(http_head_ok(
+            b"POST /upload HTTP/1.1\r\nHost: a\r\nContent-Le"
+        ));
+        assert!(http_head_ok(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"));
+        assert!(!http_head_ok(b"GET \x00\x01secret\r\n\r\n"));
+        assert!(!http_head_ok(b"GET /x HTTP/1.1\r\nbad header line\r\n\r\n"));
     }
 
     #[test]
