@@ -574,8 +574,80 @@ async fn fake_tls_and_fake_http_prefixes_do_not_hide_a_payload() {
             _ => None,
         })
         .collect();
-    assert!(previews.iter().any(|p| p.starts_with("\\x16\\x03\\x01")), "{previews:?}");
-    assert!(previews.iter().any(|p| p.starts_with("GET \\x00")), "{previews:?}");
-    assert_eq!(hits(&ev).iter().filter(|(c, _)| c == &["stream"]).count(), 2, "{:?} {previews:?}", hits(&ev));
-    assert!(ev.iter().any(|e| matches!(e, EventKind::TlsHandshake { intercepted: false, .. })));
+    assert!(
+        previews.iter().any(|p| p.starts_with("\\x16\\x03\\x01")),
+        "{previews:?}"
+    );
+    assert!(
+        previews.iter().any(|p| p.starts_with("GET \\x00")),
+        "{previews:?}"
+    );
+    assert_eq!(
+        hits(&ev).iter().filter(|(c, _)| c == &["stream"]).count(),
+        2,
+        "{:?} {previews:?}",
+        hits(&ev)
+    );
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        EventKind::TlsHandshake {
+            intercepted: false,
+            ..
+        }
+    )));
+}
+
+/// A part that dies makes the capture incomplete, naming the part. A socket that was bound but
+/// never put into listening state makes `accept` fail with EINVAL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_part_is_reported_by_name() {
+    use std::os::fd::FromRawFd;
+    // SAFETY: a fresh socket fd, bound, handed to TcpListener which then owns it.
+    let broken = unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0);
+        let mut sa: libc::sockaddr_in = std::mem::zeroed();
+        sa.sin_family = libc::AF_INET as libc::sa_family_t;
+        sa.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+        let rc = libc::bind(
+            fd,
+            (&sa as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as u32,
+        );
+        assert_eq!(rc, 0);
+        TcpListener::from_raw_fd(fd)
+    };
+    let ca = Arc::new(CertAuthority::generate(None).unwrap());
+    let cfg = EgressConfig {
+        proxy: Some(ProxyConfig::new(ca)),
+        ..EgressConfig::default()
+    };
+    let h = start(
+        EgressSockets {
+            transparent_tcp: vec![broken],
+            ..Default::default()
+        },
+        cfg,
+        |_| 0,
+    )
+    .unwrap();
+    let t = std::time::Instant::now();
+    while h.failures().is_empty() && t.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        h.failures().iter().any(|f| f.part == "proxy"),
+        "{:?}",
+        h.failures()
+    );
+    let status = h.shutdown().await;
+    assert!(!status.is_complete());
+    assert!(
+        status
+            .incomplete_reasons()
+            .iter()
+            .any(|r| r.starts_with("egress proxy failed: accept")),
+        "{:?}",
+        status.incomplete_reasons()
+    );
 }
