@@ -651,3 +651,58 @@ async fn a_failing_part_is_reported_by_name() {
         status.incomplete_reasons()
     );
 }
+
+/// A WebSocket client (raw RFC 6455 bytes, masked frames) gets its upgrade and its frames are
+/// unmasked and searched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_frames_are_unmasked_and_searched() {
+    let r = rig(|_| {});
+    let proxy = r.addr;
+    let accept = tokio::task::spawn_blocking(move || {
+        let mut s = TcpStream::connect(proxy).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(
+            s,
+            "GET /socket HTTP/1.1\r\nHost: ws.example.net\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        )
+        .unwrap();
+        let mut resp = [0u8; 512];
+        let n = s.read(&mut resp).unwrap();
+        let resp = String::from_utf8_lossy(&resp[..n]).to_string();
+        let payload = base64_std(SECRET);
+        let mask = [0x11u8, 0x22, 0x33, 0x44];
+        for (i, chunk) in payload.as_bytes().chunks(10).enumerate() {
+            let last = (i + 1) * 10 >= payload.len();
+            let mut f = vec![(if last { 0x80 } else { 0 }) | (if i == 0 { 1 } else { 0 }), 0x80 | chunk.len() as u8];
+            f.extend_from_slice(&mask);
+            f.extend(chunk.iter().enumerate().map(|(k, b)| b ^ mask[k % 4]));
+            s.write_all(&f).unwrap();
+        }
+        s.write_all(&[0x88, 0x80, 1, 2, 3, 4]).unwrap();
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        resp
+    })
+    .await
+    .unwrap();
+    assert!(accept.starts_with("HTTP/1.1 101"), "{accept}");
+    assert!(
+        accept
+            .to_ascii_lowercase()
+            .contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo="),
+        "{accept}"
+    );
+    let ev = r.finish().await;
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, EventKind::Stream { proto, .. } if proto == "websocket")),
+        "{ev:?}"
+    );
+    assert!(
+        hits(&ev)
+            .iter()
+            .any(|(c, h)| c == &["websocket", "base64"] && h.as_deref() == Some("ws.example.net")),
+        "{:?}",
+        hits(&ev)
+    );
+}

@@ -152,7 +152,7 @@ const BODY_TIMEOUT: Duration = Duration::from_secs(120);
 pub(super) async fn handle(
     proxy: Arc<Proxy>,
     conn: Arc<Conn>,
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
     conn.requests
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -235,6 +235,8 @@ pub(super) async fn handle(
     let mut kept = Vec::new();
     let mut size = 0u64;
     let mut hasher = Sha256::new();
+    let ws_key = super::ws::upgrade_key(&headers);
+    let on_upgrade = ws_key.as_ref().map(|_| hyper::upgrade::on(&mut req));
     let mut body = req.into_body();
     let mut starved = false;
     let collect = async {
@@ -302,6 +304,38 @@ pub(super) async fn handle(
         rec.http_pieces(seq, &h2, &pq2, &body_for_reasm).await;
     });
 
+    if let (Some(key), Some(on_upgrade)) = (ws_key, on_upgrade) {
+        // Accept, so a client exfiltrating over a WebSocket gets to send its frames.
+        let p = Arc::clone(&proxy);
+        let dest = super::Dest {
+            name: Some(host.clone()),
+            ..conn.dest.clone()
+        };
+        proxy.rec.track(async move {
+            if let Ok(up) = on_upgrade.await {
+                let (raw, total) = super::read_bounded(&p, hyper_util::rt::TokioIo::new(up)).await;
+                let payload = super::ws::payloads(&raw, raw.len());
+                p.rec.kept.release(raw.len() - payload.len());
+                super::record_stream(&p, &dest, "websocket", "websocket", payload, Some(total))
+                    .await;
+            }
+        });
+        let mut r = Response::new(Full::new(Bytes::new()));
+        *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+        let h = r.headers_mut();
+        h.insert(
+            "upgrade",
+            hyper::header::HeaderValue::from_static("websocket"),
+        );
+        h.insert(
+            "connection",
+            hyper::header::HeaderValue::from_static("Upgrade"),
+        );
+        if let Ok(v) = super::ws::accept_value(&key).parse() {
+            h.insert("sec-websocket-accept", v);
+        }
+        return r;
+    }
     let head = method == "HEAD";
     if is_passthrough(&proxy.cfg.passthrough, &host) {
         if let Some(up) = &proxy.cfg.upstream {

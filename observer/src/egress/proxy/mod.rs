@@ -9,6 +9,7 @@ pub mod ca;
 pub mod http;
 pub mod io;
 pub mod sniff;
+pub mod ws;
 
 use super::record::{Buffer, Recorder};
 use super::{Ctl, OriginalDst};
@@ -415,13 +416,19 @@ async fn serve_http(proxy: Arc<Proxy>, io: Prefixed<BoxIo>, dest: Dest, depth: u
             bytes.truncate(proxy.rec.kept.reserve(bytes.len()));
             if !bytes.is_empty() {
                 let total = counters.get().0;
-                record_stream(&proxy, &dest, bytes, Some(total)).await;
+                let proto = if dest.tls { "tls" } else { "tcp" };
+                record_stream(&proxy, &dest, proto, "stream", bytes, Some(total)).await;
             }
         }
     }
 }
 
-async fn raw_stream(proxy: Arc<Proxy>, mut io: Prefixed<BoxIo>, dest: Dest) {
+/// Reads a client stream to its end (EOF, idle, or shutdown plus a short drain), keeping at most
+/// `stream_keep` bytes within the shared memory budget; returns (kept, total).
+pub(crate) async fn read_bounded<IO: AsyncRead + Unpin>(
+    proxy: &Proxy,
+    mut io: IO,
+) -> (Vec<u8>, u64) {
     let keep = proxy.cfg.stream_keep;
     let mut kept = Vec::new();
     let mut total = 0u64;
@@ -458,14 +465,26 @@ async fn raw_stream(proxy: Arc<Proxy>, mut io: Prefixed<BoxIo>, dest: Dest) {
         let got = proxy.rec.kept.reserve(want);
         kept.extend_from_slice(&buf[..got]);
     }
-    record_stream(&proxy, &dest, kept, Some(total)).await;
+    (kept, total)
+}
+
+async fn raw_stream(proxy: Arc<Proxy>, io: Prefixed<BoxIo>, dest: Dest) {
+    let (kept, total) = read_bounded(&proxy, io).await;
+    let proto = if dest.tls { "tls" } else { "tcp" };
+    record_stream(&proxy, &dest, proto, "stream", kept, Some(total)).await;
 }
 
 /// Emits a `stream` event for bytes kept (already reserved in the memory budget) out of `total`
 /// sent, and searches them.
-async fn record_stream(proxy: &Arc<Proxy>, dest: &Dest, kept: Vec<u8>, total: Option<u64>) {
+pub(crate) async fn record_stream(
+    proxy: &Arc<Proxy>,
+    dest: &Dest,
+    proto: &str,
+    label: &str,
+    kept: Vec<u8>,
+    total: Option<u64>,
+) {
     let total = total.unwrap_or(kept.len() as u64);
-    let proto = if dest.tls { "tls" } else { "tcp" };
     let seq = proxy.rec.emit(EventKind::Stream {
         proto: proto.into(),
         dst_addr: dest.addr.clone(),
@@ -483,12 +502,13 @@ async fn record_stream(proxy: &Arc<Proxy>, dest: &Dest, kept: Vec<u8>, total: Op
         let host = dest.host();
         let rec = Arc::clone(&proxy.rec);
         let held = kept.len();
+        let label = label.to_string();
         proxy.rec.track(async move {
             rec.scan(
                 seq,
                 Some(host.clone()),
                 Some(host),
-                vec![Buffer::new("stream", kept)],
+                vec![Buffer::new(&label, kept)],
             )
             .await;
             rec.kept.release(held);
