@@ -137,7 +137,10 @@ pub struct SysResult {
 
 impl SysResult {
     pub fn ok(v: i64) -> Self {
-        SysResult { ret: Some(v), err: None }
+        SysResult {
+            ret: Some(v),
+            err: None,
+        }
     }
     pub fn errno(e: i32) -> Self {
         SysResult {
@@ -181,14 +184,10 @@ pub enum NetOp {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EventKind {
-    /// The agent started a step (a script, a command, a hook).
-    StepStart {
-        step: u32,
-        label: String,
-        argv: Vec<String>,
-    },
+    /// The agent started a step (a script, a command, a hook). The step number is the event's
+    /// `step`.
+    StepStart { label: String, argv: Vec<String> },
     StepEnd {
-        step: u32,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         exit_code: Option<i32>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -356,6 +355,27 @@ impl<W: Write> TraceWriter<W> {
         Ok(self.seq)
     }
 
+    /// Writes an event already serialized with `"seq":0` as its first field, numbering it without
+    /// re-parsing. Lines of another shape are refused. Not flushed: call `flush` when idle.
+    pub fn write_raw(&mut self, line: &str) -> Result<u64, TraceError> {
+        let rest = line
+            .strip_prefix("{\"seq\":0,")
+            .ok_or_else(|| TraceError::Parse {
+                line: 0,
+                msg: "event line does not start with seq 0".into(),
+            })?;
+        self.seq += 1;
+        write!(self.out, "{{\"seq\":{},", self.seq)?;
+        self.out.write_all(rest.as_bytes())?;
+        self.out.write_all(b"\n")?;
+        Ok(self.seq)
+    }
+
+    pub fn flush(&mut self) -> Result<(), TraceError> {
+        self.out.flush()?;
+        Ok(())
+    }
+
     pub fn last_seq(&self) -> u64 {
         self.seq
     }
@@ -378,8 +398,8 @@ impl Trace {
         let first = lines
             .next()
             .ok_or_else(|| TraceError::BadHeader("empty file".into()))??;
-        let header: TraceHeader = serde_json::from_str(&first)
-            .map_err(|e| TraceError::BadHeader(format!("{e}")))?;
+        let header: TraceHeader =
+            serde_json::from_str(&first).map_err(|e| TraceError::BadHeader(format!("{e}")))?;
         if header.format != TRACE_FORMAT {
             return Err(TraceError::BadHeader(header.format));
         }
@@ -470,7 +490,12 @@ mod tests {
 
     #[test]
     fn roundtrip_header_and_events() {
-        let h = TraceHeader::new("r1", "linux", Some("demo".into()), "2026-01-01T00:00:00Z".into());
+        let h = TraceHeader::new(
+            "r1",
+            "linux",
+            Some("demo".into()),
+            "2026-01-01T00:00:00Z".into(),
+        );
         let mut w = TraceWriter::new(Vec::new(), &h).unwrap();
         w.write(Event {
             seq: 0,
@@ -515,10 +540,13 @@ mod tests {
         assert_eq!(t.header, h);
         assert_eq!(t.events.len(), 2);
         assert_eq!(t.events[1].seq, 2);
-        assert_eq!(t.events[1].kind, match &t.events[1].kind {
-            k @ EventKind::Net { .. } => k.clone(),
-            _ => panic!(),
-        });
+        assert_eq!(
+            t.events[1].kind,
+            match &t.events[1].kind {
+                k @ EventKind::Net { .. } => k.clone(),
+                _ => panic!(),
+            }
+        );
     }
 
     #[test]
@@ -531,6 +559,9 @@ mod tests {
             Trace::read(&b"{\"format\":\"skill-observer-trace\",\"version\":99,\"started_at\":\"\",\"run_id\":\"\",\"os\":\"\"}\n"[..]),
             Err(TraceError::Version(99))
         ));
-        assert!(matches!(Trace::read(&b""[..]), Err(TraceError::BadHeader(_))));
+        assert!(matches!(
+            Trace::read(&b""[..]),
+            Err(TraceError::BadHeader(_))
+        ));
     }
 }

@@ -1,1 +1,231 @@
-//! End-to-end test helpers.
+//! End-to-end test helpers: build skills on disk, run the real `observe` binary on them, read the
+//! trace and report it wrote. Nothing here mocks the jail.
+
+use observer::trace::{Event, EventKind, Trace};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// Path to the `observe` binary: `$OBSERVE_BIN`, or built once from this workspace.
+pub fn observe_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(p) = std::env::var("OBSERVE_BIN") {
+            return PathBuf::from(p);
+        }
+        let root = workspace_root();
+        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["build", "-q", "-p", "skill-observer", "--bin", "observe"])
+            .current_dir(&root)
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "building observe failed");
+        let target = std::env::var("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| root.join("target"));
+        target.join("debug").join("observe")
+    })
+    .clone()
+}
+
+/// A skill folder on disk.
+pub struct Skill {
+    pub dir: tempfile::TempDir,
+}
+
+impl Skill {
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().join("skill")
+    }
+}
+
+/// Creates a skill named `name` with `SKILL.md` and the given files (path, content, mode).
+pub fn skill(name: &str, files: &[(&str, &str, u32)]) -> Skill {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("so-test-")
+        .tempdir()
+        .expect("tempdir");
+    // World-writable so an unprivileged observe (see `unprivileged_prefix`) can write its trace.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let root = dir.path().join("skill");
+    std::fs::create_dir_all(&root).expect("mkdir");
+    let has_md = files.iter().any(|(p, _, _)| *p == "SKILL.md");
+    if !has_md {
+        std::fs::write(
+            root.join("SKILL.md"),
+            format!("---\nname: {name}\ndescription: test skill {name}\n---\n\nRun the scripts.\n"),
+        )
+        .expect("write SKILL.md");
+    }
+    for (p, content, mode) in files {
+        let f = root.join(p);
+        std::fs::create_dir_all(f.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&f, content).expect("write");
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(*mode)).expect("chmod");
+    }
+    Skill { dir }
+}
+
+pub struct Run {
+    pub output: Output,
+    pub trace: Trace,
+    pub report: Option<serde_json::Value>,
+    pub elapsed: Duration,
+}
+
+impl Run {
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+
+    pub fn events(&self) -> &[Event] {
+        &self.trace.events
+    }
+
+    pub fn kinds(&self) -> impl Iterator<Item = &EventKind> {
+        self.trace.events.iter().map(|e| &e.kind)
+    }
+
+    pub fn run_end(&self) -> (bool, Vec<String>) {
+        self.kinds()
+            .find_map(|k| match k {
+                EventKind::RunEnd {
+                    complete,
+                    incomplete_reasons,
+                    ..
+                } => Some((*complete, incomplete_reasons.clone())),
+                _ => None,
+            })
+            .expect("trace has a run_end event")
+    }
+
+    pub fn execs(&self) -> Vec<(String, Vec<String>, bool)> {
+        self.kinds()
+            .filter_map(|k| match k {
+                EventKind::Exec {
+                    path, argv, result, ..
+                } => Some((path.clone(), argv.clone(), result.is_ok())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub fn opens(&self) -> Vec<(String, bool, Option<i64>)> {
+        self.kinds()
+            .filter_map(|k| match k {
+                EventKind::Open {
+                    path,
+                    write,
+                    result,
+                    ..
+                } => Some((path.clone(), *write, result.ret)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub fn output_of_step(&self) -> String {
+        self.stdout()
+    }
+}
+
+/// Runs `observe` on the skill with extra args, recording the trace and the report.
+pub fn observe(skill: &Skill, args: &[&str]) -> Run {
+    observe_as(skill, args, None)
+}
+
+/// As `observe`, optionally through a command prefix (e.g. `setpriv` to drop privileges).
+pub fn observe_as(skill: &Skill, args: &[&str], prefix: Option<&[String]>) -> Run {
+    let trace = skill.dir.path().join("trace.jsonl");
+    let report = skill.dir.path().join("report.json");
+    let mut argv: Vec<String> = Vec::new();
+    if let Some(p) = prefix {
+        argv.extend(p.iter().cloned());
+    }
+    argv.push(observe_bin().to_string_lossy().into_owned());
+    argv.push(skill.path().to_string_lossy().into_owned());
+    argv.extend(["--record".into(), trace.to_string_lossy().into_owned()]);
+    argv.extend(["--report".into(), report.to_string_lossy().into_owned()]);
+    argv.extend(args.iter().map(|s| s.to_string()));
+    let start = Instant::now();
+    let output = Command::new(&argv[0])
+        .args(&argv[1..])
+        .output()
+        .expect("run observe");
+    let elapsed = start.elapsed();
+    let t = Trace::read_file(&trace).unwrap_or_else(|e| {
+        panic!(
+            "no trace ({e}); observe said:\n{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    let report = std::fs::read(&report)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    Run {
+        output,
+        trace: t,
+        report,
+        elapsed,
+    }
+}
+
+/// Creates (once) an unprivileged user for tests and returns the `setpriv` prefix that runs a
+/// command as that user, or the reason it cannot.
+pub fn unprivileged_prefix() -> Result<Vec<String>, String> {
+    // SAFETY: getter.
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(Vec::new()); // already unprivileged
+    }
+    let user = "so-test-worker";
+    let exists = Command::new("id")
+        .arg(user)
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !exists {
+        let ok = Command::new("useradd")
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                user,
+            ])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !ok {
+            return Err("useradd failed".into());
+        }
+    }
+    let out = Command::new("id")
+        .args(["-u", user])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let uid = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let out = Command::new("id")
+        .args(["-g", user])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let gid = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    Ok(vec![
+        "setpriv".into(),
+        format!("--reuid={uid}"),
+        format!("--regid={gid}"),
+        "--clear-groups".into(),
+        "--inh-caps=-all".into(),
+        "--bounding-set=-all".into(),
+        "--".into(),
+    ])
+}

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Jail and tracer benchmarks, side by side with their anchors in one run; prints ratios.
+#   (a) jail start-to-exit for /bin/true vs plain fork+exec and vs bwrap --unshare-all
+#   (b) tracer overhead: import-heavy Python and a 20,000-open loop, traced vs the same jail
+#       untraced, vs strace -f and strace -f --seccomp-bpf (unpinned)
+#   (c) the whole `observe` on a no-op skill
+# Needs: hyperfine, bubblewrap, strace (apt-get install -y hyperfine bubblewrap strace).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build -q --release -p skill-observer --bin observe
+OBS=./target/release/observe
+OUT=${BENCH_OUT:-bench/out}
+mkdir -p "$OUT"
+RUNS=${RUNS:-30}
+
+binds=()
+for p in /usr /bin /sbin /lib /lib64 /etc; do
+  if [ -L "$p" ]; then binds+=(--symlink "$(readlink "$p")" "$p"); elif [ -e "$p" ]; then binds+=(--ro-bind "$p" "$p"); fi
+done
+BWRAP="bwrap --unshare-all --die-with-parent ${binds[*]} --proc /proc --dev /dev --tmpfs /tmp"
+
+PY_IMPORT='import json, email.parser, http.client, xml.dom.minidom, unittest, asyncio, decimal, argparse, logging, sqlite3, ssl, csv, zipfile, tarfile, urllib.request'
+PY_OPENS='import os
+for i in range(20000):
+    os.close(os.open("/etc/hostname", os.O_RDONLY))'
+
+mean() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['results'][int(sys.argv[2])]['mean'])" "$1" "$2"; }
+ratio() { python3 -c "import sys; print(f'{float(sys.argv[1])/float(sys.argv[2]):.2f}x')" "$1" "$2"; }
+ms() { python3 -c "import sys; print(f'{float(sys.argv[1])*1000:.1f} ms')" "$1"; }
+
+echo "== (a) start-to-exit of /bin/true"
+hyperfine -N -w 3 -r "$RUNS" --export-json "$OUT/a.json" \
+  "/bin/true" \
+  "$BWRAP /bin/true" \
+  "$OBS jail-exec --untraced -q -- /bin/true" \
+  "$OBS jail-exec -q -- /bin/true" >/dev/null
+a0=$(mean "$OUT/a.json" 0); a1=$(mean "$OUT/a.json" 1); a2=$(mean "$OUT/a.json" 2); a3=$(mean "$OUT/a.json" 3)
+echo "fork+exec $(ms "$a0") | bwrap $(ms "$a1") | observe jail, untraced $(ms "$a2") | observe jail, traced $(ms "$a3")"
+echo "jail(untraced)/bwrap = $(ratio "$a2" "$a1"); jail(traced)/bwrap = $(ratio "$a3" "$a1"); jail(untraced)/fork+exec = $(ratio "$a2" "$a0")"
+
+for w in import opens; do
+  if [ $w = import ]; then code=$PY_IMPORT; else code=$PY_OPENS; fi
+  printf '%s\n' "$code" > "$OUT/$w.py"
+  echo "== (b) tracer overhead: $w"
+  hyperfine -N -w 2 -r "$RUNS" --export-json "$OUT/b-$w.json" \
+    "$OBS jail-exec --untraced -q -- python3 -c '$code'" \
+    "$OBS jail-exec -q -- python3 -c '$code'" \
+    "strace -f -qq -o /dev/null /usr/bin/python3 $OUT/$w.py" \
+    "strace -f -qq --seccomp-bpf -e trace=open,openat,execve,connect,unlink -o /dev/null /usr/bin/python3 $OUT/$w.py" \
+    "/usr/bin/python3 $OUT/$w.py" >/dev/null
+  u=$(mean "$OUT/b-$w.json" 0); t=$(mean "$OUT/b-$w.json" 1); s1=$(mean "$OUT/b-$w.json" 2); s2=$(mean "$OUT/b-$w.json" 3); h=$(mean "$OUT/b-$w.json" 4)
+  echo "untraced jail $(ms "$u") | traced jail $(ms "$t") | strace -f $(ms "$s1") | strace -f --seccomp-bpf $(ms "$s2") | host $(ms "$h")"
+  echo "traced/untraced = $(ratio "$t" "$u"); strace -f/host = $(ratio "$s1" "$h"); strace --seccomp-bpf/host = $(ratio "$s2" "$h")"
+done
+
+echo "== (c) whole observe on a no-op skill"
+noop=$(mktemp -d); mkdir -p "$noop/noop/scripts"
+printf -- '---\nname: noop\ndescription: does nothing\n---\nRun scripts/noop.sh.\n' > "$noop/noop/SKILL.md"
+printf '#!/bin/sh\ntrue\n' > "$noop/noop/scripts/noop.sh"
+hyperfine -N -w 2 -r "$RUNS" -i --export-json "$OUT/c.json" "$OBS $noop/noop --report /dev/null" >/dev/null
+c=$(mean "$OUT/c.json" 0)
+echo "observe no-op skill: $(ms "$c") (target < 150 ms)"
+rm -rf "$noop"

@@ -1,0 +1,437 @@
+//! The jail's pid 1. Builds the root, locks itself down (rlimits, landlock, no capabilities,
+//! seccomp) and then runs the agent's steps one by one, reaping everything, until the last step and
+//! the grace period are over. It talks to the tracer over a pipe with short text lines; it never
+//! judges anything.
+
+use super::filter;
+use super::rootfs;
+use super::spec::JailSpec;
+use super::sys::{self, cstr, write_all_fd};
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+const MAX_STEP_PIPES: usize = 256;
+
+/// Control lines from init to the tracer.
+pub fn ctl(fd: RawFd, line: &str) {
+    let _ = write_all_fd(fd, format!("{line}\n").as_bytes());
+}
+
+fn fail(ctl_fd: RawFd, what: &str, e: impl std::fmt::Display) -> ! {
+    ctl(ctl_fd, &format!("error {what}: {e}"));
+    // SAFETY: terminating the process.
+    unsafe { libc::_exit(1) }
+}
+
+fn set_rlimit(res: libc::__rlimit_resource_t, v: u64) -> io::Result<()> {
+    let r = libc::rlimit {
+        rlim_cur: v,
+        rlim_max: v,
+    };
+    // SAFETY: r is a valid rlimit.
+    sys::cvt_i(unsafe { libc::setrlimit(res, &r) }).map(|_| ())
+}
+
+fn apply_landlock(rw: &[String]) -> Result<String, String> {
+    use landlock::{
+        path_beneath_rules, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr,
+        RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+    };
+    let abi = ABI::V6;
+    let mut rw_paths: Vec<&str> = rw.iter().map(String::as_str).collect();
+    // Writing to the std devices is ordinary; /proc writes (comm, oom_score_adj) too.
+    rw_paths.extend([
+        "/dev/null",
+        "/dev/zero",
+        "/dev/full",
+        "/dev/tty",
+        "/dev/shm",
+        "/proc",
+    ]);
+    let status = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(abi))
+        .and_then(|r| r.scope(Scope::from_all(abi)))
+        .and_then(|r| r.create())
+        .and_then(|r| r.add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi))))
+        .and_then(|r| r.add_rules(path_beneath_rules(&rw_paths, AccessFs::from_all(abi))))
+        .and_then(|r| r.restrict_self())
+        .map_err(|e| e.to_string())?;
+    Ok(match status.ruleset {
+        RulesetStatus::FullyEnforced => "fully_enforced".into(),
+        RulesetStatus::PartiallyEnforced => "partially_enforced".into(),
+        RulesetStatus::NotEnforced => "not_enforced".into(),
+    })
+}
+
+fn drop_all_caps() -> io::Result<()> {
+    for cap in 0..=63 {
+        // SAFETY: plain prctl; EINVAL for caps beyond the kernel's last is expected.
+        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+    }
+    // SAFETY: plain prctl.
+    unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    };
+    caps::clear(None, caps::CapSet::Effective).map_err(|e| io::Error::other(e.to_string()))?;
+    caps::clear(None, caps::CapSet::Permitted).map_err(|e| io::Error::other(e.to_string()))?;
+    caps::clear(None, caps::CapSet::Inheritable).map_err(|e| io::Error::other(e.to_string()))?;
+    Ok(())
+}
+
+fn find_in_path(prog: &str, env: &[(String, String)]) -> String {
+    if prog.contains('/') {
+        return prog.to_string();
+    }
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or("/usr/bin:/bin");
+    for dir in path.split(':') {
+        let cand = format!("{dir}/{prog}");
+        if let Ok(c) = cstr(&cand) {
+            // SAFETY: valid C string.
+            if unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0 {
+                return cand;
+            }
+        }
+    }
+    prog.to_string()
+}
+
+/// Forks one step. The child gets its own session, the step's output pipe on stdout and stderr,
+/// /dev/null on stdin, and the run's environment.
+fn spawn_step(
+    argv: &[String],
+    cwd: &str,
+    env: &[(String, String)],
+    out_w: RawFd,
+) -> io::Result<i32> {
+    let prog = cstr(&find_in_path(
+        argv.first().map(String::as_str).unwrap_or("/bin/true"),
+        env,
+    ))?;
+    let cargv: Vec<CString> = argv.iter().map(|a| cstr(a)).collect::<io::Result<_>>()?;
+    let mut pargv: Vec<*const libc::c_char> = cargv.iter().map(|c| c.as_ptr()).collect();
+    pargv.push(std::ptr::null());
+    let cenv: Vec<CString> = env
+        .iter()
+        .map(|(k, v)| cstr(&format!("{k}={v}")))
+        .collect::<io::Result<_>>()?;
+    let mut penv: Vec<*const libc::c_char> = cenv.iter().map(|c| c.as_ptr()).collect();
+    penv.push(std::ptr::null());
+    let ccwd = cstr(cwd)?;
+    let devnull = cstr("/dev/null")?;
+    // SAFETY: the child only makes async-signal-safe calls on memory prepared before the fork.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(sys::last_err());
+    }
+    if pid == 0 {
+        // SAFETY: async-signal-safe calls only, then exec or _exit.
+        unsafe {
+            libc::setsid();
+            let nul = libc::open(devnull.as_ptr(), libc::O_RDONLY);
+            if nul >= 0 {
+                libc::dup2(nul, 0);
+            }
+            libc::dup2(out_w, 1);
+            libc::dup2(out_w, 2);
+            libc::chdir(ccwd.as_ptr());
+            libc::execve(prog.as_ptr(), pargv.as_ptr(), penv.as_ptr());
+            let msg = b"exec failed\n";
+            libc::write(2, msg.as_ptr().cast(), msg.len());
+            libc::_exit(127);
+        }
+    }
+    Ok(pid)
+}
+
+fn reap_nohang() -> Option<(i32, i32)> {
+    let mut st = 0;
+    // SAFETY: st is a valid out-pointer.
+    let r = unsafe { libc::waitpid(-1, &mut st, libc::WNOHANG | libc::__WALL) };
+    if r > 0 {
+        Some((r, st))
+    } else {
+        None
+    }
+}
+
+fn no_children_left() -> bool {
+    let mut st = 0;
+    // SAFETY: waitid with WNOWAIT only peeks.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let r = unsafe {
+        libc::waitid(
+            libc::P_ALL,
+            0,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT | libc::__WALL,
+        )
+    };
+    let _ = &mut st;
+    r < 0 && sys::last_err().raw_os_error() == Some(libc::ECHILD)
+}
+
+/// Installs the seccomp filter and hands its listener, with one output pipe per step, to the
+/// tracer. Returns the pipes' write ends.
+fn hand_over(spec: &JailSpec, ctl_fd: RawFd, go: RawFd) -> Vec<Option<OwnedFd>> {
+    let prog = filter::build(&spec.extra_notify);
+    let listener = match sys::seccomp_install(&prog) {
+        Ok(l) => l,
+        Err(e) => fail(ctl_fd, "seccomp", e),
+    };
+    // One output pipe per step, made now: the tracer takes the read ends (and the listener) while
+    // we are still dumpable; afterwards nothing in the jail can reach our fds through /proc/1.
+    let mut pipes = Vec::new();
+    let mut readers = String::new();
+    for _ in spec.steps.iter().take(MAX_STEP_PIPES) {
+        let mut fds = [0; 2];
+        // SAFETY: fds is a valid 2-int array.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            fail(ctl_fd, "pipe", sys::last_err());
+        }
+        readers.push_str(&format!(" {}", fds[0]));
+        pipes.push((sys::own(fds[0]), sys::own(fds[1])));
+    }
+    ctl(
+        ctl_fd,
+        &format!("listener {}{readers}", listener.as_raw_fd()),
+    );
+    if sys::read_byte(go).is_err() {
+        // SAFETY: terminating.
+        unsafe { libc::_exit(1) }
+    }
+    drop(listener);
+    pipes.into_iter().map(|(_r, w)| Some(w)).collect()
+}
+
+/// Entry of pid 1. `go` receives bytes from the tracer, `ctl` carries our lines to it.
+pub fn run(spec: &JailSpec, go: OwnedFd, ctl_fd: OwnedFd) -> ! {
+    // Raw numbers: both survive into the re-executed image (see `reexec`).
+    let ctl_fd = std::os::fd::IntoRawFd::into_raw_fd(ctl_fd);
+    let go = std::os::fd::IntoRawFd::into_raw_fd(go);
+    // SAFETY: plain prctl.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    if sys::read_byte(go).is_err() {
+        // SAFETY: terminating.
+        unsafe { libc::_exit(1) }
+    }
+    // Our own binary, for the re-exec once the host is out of sight.
+    let exe = match sys::open_at(libc::AT_FDCWD, "/proc/self/exe", libc::O_RDONLY) {
+        Ok(f) => f,
+        Err(e) => fail(ctl_fd, "exe", e),
+    };
+    if let Err(e) = rootfs::build(spec) {
+        fail(ctl_fd, "rootfs", e);
+    }
+    if let Err(e) = nix::unistd::sethostname(&spec.hostname) {
+        fail(ctl_fd, "hostname", e);
+    }
+    if let Err(e) = rootfs::loopback_up() {
+        fail(ctl_fd, "loopback", e);
+    }
+    let l = &spec.limits;
+    for (res, v) in [
+        (libc::RLIMIT_NPROC, l.nproc),
+        (libc::RLIMIT_NOFILE, l.nofile),
+        (libc::RLIMIT_AS, l.address_space),
+        (libc::RLIMIT_FSIZE, l.file_size),
+        (libc::RLIMIT_CORE, 0),
+    ] {
+        if let Err(e) = set_rlimit(res, v) {
+            fail(ctl_fd, "rlimit", e);
+        }
+    }
+    // SAFETY: plain prctl.
+    unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+    if let Err(e) = drop_all_caps() {
+        fail(ctl_fd, "capabilities", e);
+    }
+    reexec(spec, exe, go, ctl_fd)
+}
+
+/// Becomes a fresh image of ourselves named like an init: `/proc/1/cmdline` and `comm` then say
+/// `/sbin/init`, nothing of the host path shows, and the new memory belongs to the jail's user
+/// namespace (so the tracer can read the memory of our children before they exec).
+fn reexec(spec: &JailSpec, exe: OwnedFd, go: RawFd, ctl_fd: RawFd) -> ! {
+    let json = match serde_json::to_vec(spec) {
+        Ok(j) => j,
+        Err(e) => fail(ctl_fd, "spec", e),
+    };
+    // SAFETY: memfd_create with a valid name.
+    let mfd = unsafe { libc::memfd_create(c"state".as_ptr(), 0) };
+    if mfd < 0 || write_all_fd(mfd, &json).is_err() {
+        fail(ctl_fd, "memfd", sys::last_err());
+    }
+    // SAFETY: plain fd juggling on fds we own; the targets 3..5 are then inherited by the exec.
+    unsafe {
+        // Our exe fd may sit on 3..5 itself: move it out of the way first.
+        let exe_fd = libc::fcntl(exe.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10);
+        let moved = [
+            libc::fcntl(mfd, libc::F_DUPFD, 10),
+            libc::fcntl(go, libc::F_DUPFD, 10),
+            libc::fcntl(ctl_fd, libc::F_DUPFD, 10),
+        ];
+        for (i, fd) in moved.iter().enumerate() {
+            if *fd < 0 || libc::dup2(*fd, INIT_FD_SPEC + i as i32) < 0 {
+                fail(ctl_fd, "fds", sys::last_err());
+            }
+        }
+        let argv0 = c"/sbin/init";
+        let argv = [argv0.as_ptr(), std::ptr::null()];
+        let envp = [std::ptr::null::<libc::c_char>()];
+        libc::syscall(
+            libc::SYS_execveat,
+            exe_fd,
+            c"".as_ptr(),
+            argv.as_ptr(),
+            envp.as_ptr(),
+            libc::AT_EMPTY_PATH,
+        );
+    }
+    fail(INIT_FD_CTL, "re-exec", sys::last_err())
+}
+
+/// fds the re-executed init finds its state on.
+const INIT_FD_SPEC: RawFd = 3;
+const INIT_FD_GO: RawFd = 4;
+const INIT_FD_CTL: RawFd = 5;
+
+/// Is this process the jail's init after its re-exec?
+pub fn is_reexec() -> bool {
+    std::process::id() == 1
+        && std::env::args_os().count() == 1
+        && std::env::args_os()
+            .next()
+            .is_some_and(|a| a == "/sbin/init")
+}
+
+/// Entry of the re-executed init.
+pub fn after_reexec() -> ! {
+    let ctl_fd = INIT_FD_CTL;
+    let go = INIT_FD_GO;
+    // SAFETY: fd 3 is the memfd our previous image left for us.
+    let mut f = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(INIT_FD_SPEC) };
+    let mut json = Vec::new();
+    // The writer left the offset at the end.
+    if std::io::Seek::rewind(&mut f).is_err()
+        || std::io::Read::read_to_end(&mut f, &mut json).is_err()
+    {
+        fail(ctl_fd, "state", "unreadable");
+    }
+    drop(f);
+    let spec: JailSpec = match serde_json::from_slice(&json) {
+        Ok(s) => s,
+        Err(e) => fail(ctl_fd, "state", e),
+    };
+    // SAFETY: plain prctls and fcntls on our own fds.
+    unsafe {
+        libc::prctl(libc::PR_SET_NAME, c"init".as_ptr(), 0, 0, 0);
+        libc::fcntl(go, libc::F_SETFD, libc::FD_CLOEXEC);
+        libc::fcntl(ctl_fd, libc::F_SETFD, libc::FD_CLOEXEC);
+    }
+    run_steps(&spec, go, ctl_fd)
+}
+
+fn run_steps(spec: &JailSpec, go: RawFd, ctl_fd: RawFd) -> ! {
+    match apply_landlock(&spec.rw_mounts) {
+        Ok(s) => ctl(ctl_fd, &format!("landlock {s}")),
+        Err(e) => ctl(ctl_fd, &format!("landlock failed:{}", e.replace('\n', " "))),
+    }
+    let mut writers: Vec<Option<OwnedFd>> = Vec::new();
+    if spec.traced {
+        writers = hand_over(spec, ctl_fd, go);
+    } else {
+        ctl(ctl_fd, "untraced");
+        for _ in &spec.steps {
+            writers.push(sys::open_at(libc::AT_FDCWD, "/dev/null", libc::O_WRONLY).ok());
+        }
+    }
+    // The tracer lets this one call through for pid 1 (it fakes it for everyone else).
+    // SAFETY: plain prctl.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+
+    for (i, step) in spec.steps.iter().enumerate() {
+        // Steps past the pipe limit share the last pipe.
+        let slot = if spec.traced {
+            i.min(MAX_STEP_PIPES - 1)
+        } else {
+            i
+        };
+        let out_w = match writers.get_mut(slot) {
+            Some(w) if i < MAX_STEP_PIPES || !spec.traced => w.take(),
+            Some(w) => w.as_ref().and_then(|w| w.try_clone().ok()),
+            None => None,
+        };
+        let Some(out_w) = out_w else { continue };
+        ctl(ctl_fd, &format!("start {i}"));
+        if sys::read_byte(go).is_err() {
+            // SAFETY: terminating.
+            unsafe { libc::_exit(1) }
+        }
+        let started = Instant::now();
+        let pid = match spawn_step(&step.argv, &step.cwd, &spec.env, out_w.as_raw_fd()) {
+            Ok(p) => p,
+            Err(e) => {
+                ctl(ctl_fd, &format!("end {i} - - 0 spawn:{e}"));
+                continue;
+            }
+        };
+        drop(out_w);
+        let deadline = Duration::from_millis(step.timeout_ms);
+        let mut timed_out = false;
+        let status = loop {
+            match reap_nohang() {
+                Some((p, st)) if p == pid => break st,
+                Some(_) => continue,
+                None => {}
+            }
+            if !timed_out && started.elapsed() > deadline {
+                timed_out = true;
+                // SAFETY: signalling the step's session and the step itself.
+                unsafe {
+                    libc::kill(-pid, libc::SIGKILL);
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        let (code, sig) = if libc::WIFEXITED(status) {
+            (libc::WEXITSTATUS(status).to_string(), "-".to_string())
+        } else {
+            ("-".to_string(), libc::WTERMSIG(status).to_string())
+        };
+        ctl(ctl_fd, &format!("end {i} {code} {sig} {}", timed_out as u8));
+    }
+    // Background processes (daemons, double-forked children) may still act: give them the grace
+    // period, then end everything.
+    let grace = Instant::now();
+    while grace.elapsed() < Duration::from_millis(spec.grace_ms) {
+        while reap_nohang().is_some() {}
+        if no_children_left() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let lingering = !no_children_left();
+    // SAFETY: kill(-1) from pid 1 signals every other process of the jail's pid namespace.
+    unsafe { libc::kill(-1, libc::SIGKILL) };
+    while !no_children_left() {
+        while reap_nohang().is_some() {}
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    ctl(ctl_fd, &format!("done {}", lingering as u8));
+    // SAFETY: terminating pid 1 ends the namespace.
+    unsafe { libc::_exit(0) }
+}

@@ -1,0 +1,269 @@
+//! The jail: kernel isolation for one run. The supervisor side lives here (spawn the jail
+//! process, map its ids, enforce the wall-clock budget, collect its messages); the jail process
+//! itself is `stage1` (namespaces, then tracer) and `init` (the jail's pid 1).
+
+pub mod filter;
+pub mod init;
+mod rootfs;
+pub mod spec;
+pub mod stage1;
+pub mod sys;
+
+use crate::tracer::Msg;
+use spec::JailSpec;
+use std::io::{BufRead, BufReader, Write};
+
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, thiserror::Error)]
+pub enum JailError {
+    #[error("cannot start the jail process: {0}")]
+    Spawn(std::io::Error),
+    #[error("cannot set up the jail's user namespace: {0}")]
+    UserNs(String),
+    #[error("jail setup failed: {0}")]
+    Setup(String),
+    #[error("jail i/o: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// How a jail run ended, as the supervisor saw it.
+#[derive(Debug, Clone, Default)]
+pub struct JailOutcome {
+    pub budget_exhausted: bool,
+    /// The jail process ended without a clean finish (crash, fatal message).
+    pub failure: Option<String>,
+    pub info: Vec<(String, String)>,
+    pub wall: Duration,
+}
+
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: fds is a valid 2-int array.
+    sys::cvt_i(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    Ok((sys::own(fds[0]), sys::own(fds[1])))
+}
+
+/// The host uid/gid the jail user (uid `inside`) maps to. Unprivileged: ourselves (the only
+/// mapping allowed). As root: a dedicated unprivileged id per run, so nothing in the jail is
+/// root-owned on the host and parallel runs do not share an identity.
+fn outer_ids() -> (u32, u32) {
+    // SAFETY: getters without side effects.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    if uid == 0 {
+        let id = 1_000_000 + (std::process::id() % 1_000_000);
+        (id, id)
+    } else {
+        (uid, gid)
+    }
+}
+
+fn write_maps(pid: u32, inside_uid: u32, inside_gid: u32) -> Result<(), JailError> {
+    let (ou, og) = outer_ids();
+    let base = format!("/proc/{pid}");
+    let w = |file: &str, data: String| -> Result<(), JailError> {
+        std::fs::write(format!("{base}/{file}"), data)
+            .map_err(|e| JailError::UserNs(format!("{file}: {e}")))
+    };
+    // Without this an unprivileged mapper may not write gid_map; as root it keeps the jail from
+    // ever regaining supplementary groups.
+    w("setgroups", "deny".into())?;
+    w("uid_map", format!("{inside_uid} {ou} 1\n"))?;
+    w("gid_map", format!("{inside_gid} {og} 1\n"))?;
+    Ok(())
+}
+
+fn spawn_stage1(fds: [RawFd; 4]) -> std::io::Result<Child> {
+    let exe = std::env::current_exe()?;
+    let mut cmd = Command::new(exe);
+    cmd.arg(stage1::STAGE1_ARG)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    // SAFETY: getter.
+    if unsafe { libc::geteuid() } == 0 {
+        // As root the jail process drops to its dedicated unprivileged id before it creates its
+        // user namespace: that id is what the jail user maps to (std clears supplementary groups).
+        let (u, g) = outer_ids();
+        cmd.uid(u).gid(g);
+    }
+    // SAFETY: only async-signal-safe calls (dup2, prctl) in the child before exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let targets = [
+                stage1::FD_SPEC,
+                stage1::FD_EVENTS,
+                stage1::FD_SYNC_OUT,
+                stage1::FD_SYNC_IN,
+            ];
+            // Move sources above the target range first so a source that equals a later target
+            // is not clobbered.
+            let mut moved = [0; 4];
+            for (i, &fd) in fds.iter().enumerate() {
+                moved[i] = libc::fcntl(fd, libc::F_DUPFD, 10);
+                if moved[i] < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            for (i, &t) in targets.iter().enumerate() {
+                if libc::dup2(moved[i], t) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn()
+}
+
+/// Receives the jail's events as raw trace lines (`{"seq":0,...}`), on the jail reader thread,
+/// as they happen.
+pub trait EventSink: Send + 'static {
+    fn event(&mut self, line: &str);
+    /// Called when no more lines are waiting (a good moment to flush).
+    fn idle(&mut self) {}
+}
+
+/// Runs the jail to completion (or until `budget`). Events go to `sink` on a reader thread as
+/// they arrive (so a crash loses nothing already seen); other messages go to `on_msg`. Returns the
+/// sink when the jail is done.
+pub fn run<S: EventSink>(
+    spec: &JailSpec,
+    budget: Duration,
+    mut sink: S,
+    on_msg: &mut dyn FnMut(Msg),
+) -> Result<(JailOutcome, S), JailError> {
+    let started = Instant::now();
+    let (spec_r, spec_w) = pipe()?;
+    let (ev_r, ev_w) = pipe()?;
+    // A large pipe lets the tracer run ahead of the writer in bursts.
+    // SAFETY: fcntl on our own fd; failure only leaves the default size.
+    unsafe { libc::fcntl(ev_r.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
+    let (up_r, up_w) = pipe()?; // jail → supervisor
+    let (down_r, down_w) = pipe()?; // supervisor → jail
+    let mut child = spawn_stage1([
+        spec_r.as_raw_fd(),
+        ev_w.as_raw_fd(),
+        up_w.as_raw_fd(),
+        down_r.as_raw_fd(),
+    ])
+    .map_err(JailError::Spawn)?;
+    drop((spec_r, ev_w, up_w, down_r));
+    let spec_json = serde_json::to_vec(spec).map_err(|e| JailError::Setup(e.to_string()))?;
+    // The spec can exceed a pipe's buffer; the jail reads it before anything else.
+    let writer = std::thread::spawn(move || {
+        let mut f = std::fs::File::from(spec_w);
+        f.write_all(&spec_json)
+    });
+    let kill_child = |child: &mut Child| {
+        let _ = child.kill();
+        let _ = child.wait();
+    };
+    match sys::read_byte(up_r.as_raw_fd()) {
+        Ok(b'u') => {}
+        _ => {
+            kill_child(&mut child);
+            let _ = writer.join();
+            // The jail may have sent a fatal message explaining why.
+            let why = BufReader::new(std::fs::File::from(ev_r))
+                .lines()
+                .map_while(Result::ok)
+                .filter_map(|l| serde_json::from_str::<Msg>(&l).ok())
+                .find_map(|m| match m {
+                    Msg::Fatal { what } => Some(what),
+                    _ => None,
+                })
+                .unwrap_or_else(|| {
+                    "the jail process ended before creating its user namespace".into()
+                });
+            return Err(JailError::UserNs(why));
+        }
+    }
+    if let Err(e) = write_maps(child.id(), spec.uid, spec.gid) {
+        kill_child(&mut child);
+        return Err(e);
+    }
+    sys::write_all_fd(down_w.as_raw_fd(), b"g")?;
+    let _ = writer.join();
+
+    let (tx, rx) = mpsc::channel::<Msg>();
+    let reader = std::thread::spawn(move || {
+        use std::io::Read;
+        let mut f = std::fs::File::from(ev_r);
+        let mut buf = vec![0u8; 1 << 20];
+        let mut pending: Vec<u8> = Vec::new();
+        loop {
+            let n = match f.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            pending.extend_from_slice(&buf[..n]);
+            let mut start = 0;
+            while let Some(off) = pending[start..].iter().position(|&b| b == b'\n') {
+                let line = String::from_utf8_lossy(&pending[start..start + off]);
+                start += off + 1;
+                if line.starts_with("{\"seq\":") {
+                    sink.event(&line);
+                    continue;
+                }
+                let m = serde_json::from_str::<Msg>(&line).unwrap_or_else(|e| Msg::Fatal {
+                    what: format!("unreadable message from the jail: {e}"),
+                });
+                if tx.send(m).is_err() {
+                    break;
+                }
+            }
+            pending.drain(..start);
+            sink.idle();
+        }
+        sink
+    });
+    let mut out = JailOutcome::default();
+    let deadline = started + budget;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left.min(Duration::from_millis(100))) {
+            Ok(Msg::Fatal { what }) => {
+                out.failure.get_or_insert(what);
+            }
+            Ok(Msg::Info { key, value }) => out.info.push((key, value)),
+            Ok(m) => on_msg(m),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if Instant::now() >= deadline {
+                    out.budget_exhausted = true;
+                    // Killing the tracer kills every task (PTRACE_O_EXITKILL and pid 1's
+                    // parent-death signal take the whole pid namespace down).
+                    let _ = child.kill();
+                    break;
+                }
+            }
+        }
+    }
+    // Drain whatever the jail wrote before it ended.
+    let status = child.wait()?;
+    if !out.budget_exhausted && !status.success() && out.failure.is_none() {
+        out.failure = Some(format!("the jail process ended abnormally ({status})"));
+    }
+    let sink = reader
+        .join()
+        .map_err(|_| JailError::Setup("the event reader panicked".into()))?;
+    while let Ok(m) = rx.try_recv() {
+        match m {
+            Msg::Fatal { what } => {
+                out.failure.get_or_insert(what);
+            }
+            Msg::Info { key, value } => out.info.push((key, value)),
+            m => on_msg(m),
+        }
+    }
+    out.wall = started.elapsed();
+    Ok((out, sink))
+}

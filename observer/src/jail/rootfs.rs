@@ -1,0 +1,305 @@
+//! Builds the jail's root: a fresh tmpfs with the system directories bound read-only, a synthetic
+//! home and workspace, a fresh `/proc`, a minimal `/dev`; then `pivot_root` so no host path stays
+//! reachable. Runs in the jail's init (pid 1), which still holds its namespace capabilities here.
+
+use super::spec::{FsEntry, JailSpec};
+use super::sys::{cstr, cvt_i, last_err};
+use std::ffi::CString;
+use std::io;
+use std::os::unix::fs::{symlink, DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+fn mount(
+    src: Option<&str>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> io::Result<()> {
+    let src = src.map(cstr).transpose()?;
+    let fstype = fstype.map(cstr).transpose()?;
+    let data = data.map(cstr).transpose()?;
+    let target = path_c(target)?;
+    // SAFETY: all pointers are valid C strings or null for the duration of the call.
+    cvt_i(unsafe {
+        libc::mount(
+            src.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+            target.as_ptr(),
+            fstype.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+            flags,
+            data.as_ref()
+                .map_or(std::ptr::null(), |s| s.as_ptr().cast()),
+        )
+    })
+    .map(|_| ())
+    .map_err(|e| io::Error::new(e.kind(), format!("mount {}: {e}", target.to_string_lossy())))
+}
+
+fn path_c(p: &Path) -> io::Result<CString> {
+    cstr(&p.to_string_lossy())
+}
+
+/// Mount flags that a bind-remount inside a user namespace must keep (the kernel locks them).
+fn locked_flags(p: &Path) -> io::Result<libc::c_ulong> {
+    let c = path_c(p)?;
+    // SAFETY: zeroed statvfs is valid; the kernel fills it.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a valid C string; st is a valid out-pointer.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(last_err());
+    }
+    let mut f = 0;
+    for (st_flag, ms_flag) in [
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ] {
+        if st.f_flag & st_flag != 0 {
+            f |= ms_flag;
+        }
+    }
+    Ok(f)
+}
+
+fn bind_ro(src: &Path, dst: &Path) -> io::Result<()> {
+    mount(Some(&src.to_string_lossy()), dst, None, libc::MS_BIND, None)?;
+    let keep = locked_flags(dst)?;
+    mount(
+        None,
+        dst,
+        None,
+        libc::MS_BIND
+            | libc::MS_REMOUNT
+            | libc::MS_RDONLY
+            | libc::MS_NOSUID
+            | libc::MS_NODEV
+            | keep,
+        None,
+    )
+}
+
+fn under(root: &Path, p: &str) -> PathBuf {
+    root.join(p.trim_start_matches('/'))
+}
+
+fn mkdirs(p: &Path, mode: u32) -> io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(p)
+}
+
+/// Binds one host path read-only at the same place; host symlinks (merged-/usr `/bin`) are
+/// recreated as symlinks. Missing host paths are skipped.
+fn bind_host_path(root: &Path, host: &str) -> io::Result<()> {
+    let hp = Path::new(host);
+    let meta = match std::fs::symlink_metadata(hp) {
+        Ok(m) => m,
+        Err(_) => return Ok(()),
+    };
+    let dst = under(root, host);
+    if let Some(parent) = dst.parent() {
+        mkdirs(parent, 0o755)?;
+    }
+    if meta.file_type().is_symlink() {
+        let target = std::fs::read_link(hp)?;
+        return symlink(target, &dst);
+    }
+    if meta.is_dir() {
+        mkdirs(&dst, 0o755)?;
+    } else {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o644)
+            .open(&dst)?;
+    }
+    bind_ro(hp, &dst)
+}
+
+fn write_entries(root: &Path, entries: &[FsEntry], uid_file_mode_mask: u32) -> io::Result<()> {
+    for e in entries {
+        match e {
+            FsEntry::Dir { path, mode } => {
+                let p = under(root, path);
+                mkdirs(&p, 0o755)?;
+                std::fs::set_permissions(
+                    &p,
+                    std::fs::Permissions::from_mode(*mode & uid_file_mode_mask),
+                )?;
+            }
+            FsEntry::File { path, mode, data } => {
+                let p = under(root, path);
+                if let Some(parent) = p.parent() {
+                    mkdirs(parent, 0o755)?;
+                }
+                std::fs::write(&p, data)?;
+                std::fs::set_permissions(
+                    &p,
+                    std::fs::Permissions::from_mode(*mode & uid_file_mode_mask),
+                )?;
+            }
+            FsEntry::Symlink { path, target } => {
+                let p = under(root, path);
+                if let Some(parent) = p.parent() {
+                    mkdirs(parent, 0o755)?;
+                }
+                symlink(target, &p)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+fn build_dev(root: &Path) -> io::Result<()> {
+    let dev = under(root, "/dev");
+    mkdirs(&dev, 0o755)?;
+    mount(
+        Some("tmpfs"),
+        &dev,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        Some("size=65536,mode=755"),
+    )?;
+    for n in DEV_NODES {
+        let host = Path::new("/dev").join(n);
+        if !host.exists() {
+            continue;
+        }
+        let dst = dev.join(n);
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o666)
+            .open(&dst)?;
+        mount(
+            Some(&host.to_string_lossy()),
+            &dst,
+            None,
+            libc::MS_BIND,
+            None,
+        )?;
+    }
+    symlink("/proc/self/fd", dev.join("fd"))?;
+    symlink("/proc/self/fd/0", dev.join("stdin"))?;
+    symlink("/proc/self/fd/1", dev.join("stdout"))?;
+    symlink("/proc/self/fd/2", dev.join("stderr"))?;
+    mkdirs(&dev.join("pts"), 0o755)?;
+    let shm = dev.join("shm");
+    mkdirs(&shm, 0o1777)?;
+    mount(
+        Some("tmpfs"),
+        &shm,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some("size=67108864,mode=1777"),
+    )?;
+    Ok(())
+}
+
+/// Builds the root under `spec.staging` and pivots into it. Afterwards `/` is the jail root, the
+/// old root is detached, and the root tmpfs is read-only (only `rw_mounts` are writable).
+pub fn build(spec: &JailSpec) -> io::Result<()> {
+    let root = PathBuf::from(&spec.staging);
+    // Nothing we mount may propagate back to the host.
+    mount(
+        None,
+        Path::new("/"),
+        None,
+        libc::MS_REC | libc::MS_PRIVATE,
+        None,
+    )?;
+    mount(
+        Some("tmpfs"),
+        &root,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some("size=67108864,mode=755"),
+    )?;
+    for host in &spec.ro_binds {
+        bind_host_path(&root, host)?;
+    }
+    for rw in &spec.rw_mounts {
+        let p = under(&root, rw);
+        mkdirs(&p, 0o755)?;
+        let size = if rw == "/tmp" || rw == "/var/tmp" {
+            spec.limits.tmp_bytes
+        } else {
+            spec.limits.home_bytes
+        };
+        let mode = if rw == "/tmp" || rw == "/var/tmp" {
+            "1777"
+        } else {
+            "755"
+        };
+        mount(
+            Some("tmpfs"),
+            &p,
+            Some("tmpfs"),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            Some(&format!("size={size},mode={mode}")),
+        )?;
+    }
+    write_entries(&root, &spec.entries, 0o7777)?;
+    let proc_dir = under(&root, "/proc");
+    mkdirs(&proc_dir, 0o555)?;
+    mount(
+        Some("proc"),
+        &proc_dir,
+        Some("proc"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        None,
+    )?;
+    build_dev(&root)?;
+
+    let old = root.join(".oldroot");
+    mkdirs(&old, 0o700)?;
+    let (r, o) = (path_c(&root)?, path_c(&old)?);
+    // SAFETY: valid C strings.
+    cvt_i(unsafe { libc::syscall(libc::SYS_pivot_root, r.as_ptr(), o.as_ptr()) as i32 })
+        .map_err(|e| io::Error::new(e.kind(), format!("pivot_root: {e}")))?;
+    std::env::set_current_dir("/")?;
+    let old_c = cstr("/.oldroot")?;
+    // SAFETY: valid C string.
+    cvt_i(unsafe { libc::umount2(old_c.as_ptr(), libc::MNT_DETACH) })
+        .map_err(|e| io::Error::new(e.kind(), format!("detach old root: {e}")))?;
+    std::fs::remove_dir("/.oldroot")?;
+    mount(
+        None,
+        Path::new("/"),
+        None,
+        libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
+        None,
+    )?;
+    Ok(())
+}
+
+/// Brings the loopback interface up (the new network namespace starts with it down).
+pub fn loopback_up() -> io::Result<()> {
+    // SAFETY: plain socket call.
+    let s =
+        cvt_i(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    let s = super::sys::own(s);
+    // SAFETY: zeroed ifreq is valid.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (i, b) in b"lo\0".iter().enumerate() {
+        ifr.ifr_name[i] = *b as libc::c_char;
+    }
+    use std::os::fd::AsRawFd;
+    // SAFETY: ifr is a valid ifreq.
+    cvt_i(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFFLAGS, &mut ifr) })?;
+    // SAFETY: union access of the flags member that SIOCGIFFLAGS filled.
+    unsafe {
+        ifr.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+    }
+    // SAFETY: ifr is a valid ifreq.
+    cvt_i(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCSIFFLAGS, &ifr) })?;
+    Ok(())
+}

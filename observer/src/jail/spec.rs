@@ -1,0 +1,105 @@
+//! What the supervisor tells the jail to build and run. Passed to the jail process as JSON.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FsEntry {
+    Dir {
+        path: String,
+        mode: u32,
+    },
+    File {
+        path: String,
+        mode: u32,
+        #[serde(with = "b64")]
+        data: Vec<u8>,
+    },
+    Symlink {
+        path: String,
+        target: String,
+    },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StepSpec {
+    pub label: String,
+    pub argv: Vec<String>,
+    pub cwd: String,
+    pub timeout_ms: u64,
+}
+
+/// Per-run resource limits (rlimits and tmpfs sizes).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Limits {
+    pub nproc: u64,
+    pub nofile: u64,
+    pub address_space: u64,
+    pub file_size: u64,
+    pub home_bytes: u64,
+    pub tmp_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            nproc: 128,
+            nofile: 1024,
+            address_space: 2 << 30,
+            file_size: 256 << 20,
+            home_bytes: 512 << 20,
+            tmp_bytes: 256 << 20,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JailSpec {
+    /// CLOCK_MONOTONIC (ns) at run start; event times are relative to it.
+    pub t0_ns: u64,
+    /// Empty directory on the host where the jail mounts its new root (inside its own mount
+    /// namespace; nothing is written there on the host).
+    pub staging: String,
+    pub hostname: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub home: String,
+    pub env: Vec<(String, String)>,
+    /// Host directories bound read-only at the same path (system directories).
+    pub ro_binds: Vec<String>,
+    /// Files and directories written into the jail's tmpfs root.
+    pub entries: Vec<FsEntry>,
+    /// Writable directories (landlock read-write; each gets its own size-limited tmpfs).
+    pub rw_mounts: Vec<String>,
+    pub steps: Vec<StepSpec>,
+    pub limits: Limits,
+    /// How long background processes may keep running after the last step.
+    pub grace_ms: u64,
+    /// Extra syscalls to notify (e.g. uname for darwin-sim).
+    #[serde(default)]
+    pub extra_notify: Vec<i64>,
+    /// False only for benchmarks: the same jail without seccomp notification or ptrace, to
+    /// measure what tracing costs.
+    #[serde(default = "yes")]
+    pub traced: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+mod b64 {
+    use base64::Engine;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(v))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let s = String::deserialize(d)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(s)
+            .map_err(serde::de::Error::custom)
+    }
+}

@@ -1,0 +1,130 @@
+//! The jail process ("stage 1"), started by the supervisor as a fresh copy of our own binary so it
+//! is single-threaded. It creates the namespaces, forks the jail's pid 1, and then becomes the
+//! tracer: it sits outside the jail's pid namespace (invisible from inside) but inside its user,
+//! mount and network namespaces, so it can replay the jail's file and socket calls with exactly
+//! the jail's identity and view.
+
+use super::init;
+use super::spec::JailSpec;
+use super::sys::{self, cvt_i, read_byte, write_all_fd};
+use crate::tracer::{Msg, Tracer};
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+pub const STAGE1_ARG: &str = "__skill-observer-jail";
+pub const FD_SPEC: RawFd = 3;
+pub const FD_EVENTS: RawFd = 4;
+pub const FD_SYNC_OUT: RawFd = 5;
+pub const FD_SYNC_IN: RawFd = 6;
+
+fn fatal(what: &str) -> ! {
+    let line = serde_json::to_string(&Msg::Fatal {
+        what: what.to_string(),
+    })
+    .unwrap_or_default();
+    let _ = write_all_fd(FD_EVENTS, format!("{line}\n").as_bytes());
+    std::process::exit(3)
+}
+
+fn pipe() -> (OwnedFd, OwnedFd) {
+    let mut fds = [0; 2];
+    // SAFETY: fds is a valid 2-int array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        fatal(&format!("pipe: {}", sys::last_err()));
+    }
+    (sys::own(fds[0]), sys::own(fds[1]))
+}
+
+/// Entry point; never returns.
+pub fn main() -> ! {
+    // SAFETY: fd 3 was set up by the supervisor for us alone.
+    let mut spec_file = unsafe { std::fs::File::from_raw_fd(FD_SPEC) };
+    let mut buf = Vec::new();
+    if let Err(e) = spec_file.read_to_end(&mut buf) {
+        fatal(&format!("reading spec: {e}"));
+    }
+    drop(spec_file);
+    let spec: JailSpec = match serde_json::from_slice(&buf) {
+        Ok(s) => s,
+        Err(e) => fatal(&format!("bad spec: {e}")),
+    };
+
+    // User namespace first; the supervisor writes our uid/gid maps from outside.
+    // SAFETY: plain unshare.
+    if unsafe { libc::unshare(libc::CLONE_NEWUSER) } != 0 {
+        fatal(&format!("unshare(user): {}", sys::last_err()));
+    }
+    if write_all_fd(FD_SYNC_OUT, b"u").is_err() || !matches!(read_byte(FD_SYNC_IN), Ok(b'g')) {
+        fatal("supervisor did not map our ids");
+    }
+    // SAFETY: closing our sync fds.
+    unsafe {
+        libc::close(FD_SYNC_OUT);
+        libc::close(FD_SYNC_IN);
+    }
+    let flags = libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWNET
+        | libc::CLONE_NEWUTS
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWCGROUP;
+    // SAFETY: plain unshare.
+    if unsafe { libc::unshare(flags) } != 0 {
+        fatal(&format!("unshare(namespaces): {}", sys::last_err()));
+    }
+    // The host's /proc, kept as a directory fd: the tracer reads tasks through it after the pivot.
+    let host_proc = match sys::open_at(libc::AT_FDCWD, "/proc", libc::O_RDONLY | libc::O_DIRECTORY)
+    {
+        Ok(f) => f,
+        Err(e) => fatal(&format!("open /proc: {e}")),
+    };
+    let (go_r, go_w) = pipe();
+    let (ctl_r, ctl_w) = pipe();
+    // Block SIGCHLD before forking so no ptrace stop notification is lost; the tracer reads it
+    // from a signalfd.
+    let mut set = nix::sys::signal::SigSet::empty();
+    set.add(nix::sys::signal::Signal::SIGCHLD);
+    if set.thread_block().is_err() {
+        fatal("block SIGCHLD");
+    }
+    // SAFETY: single-threaded process; the child runs init::run, which never returns.
+    let child = unsafe { libc::fork() };
+    if child < 0 {
+        fatal(&format!("fork: {}", sys::last_err()));
+    }
+    if child == 0 {
+        drop(go_w);
+        drop(ctl_r);
+        drop(host_proc);
+        // The event pipe is the tracer's alone: a jail task holding it could forge events.
+        // SAFETY: closing an fd this process owns.
+        unsafe { libc::close(FD_EVENTS) };
+        let _ = nix::sys::signal::SigSet::empty().thread_set_mask();
+        init::run(&spec, go_r, ctl_w);
+    }
+    drop(go_r);
+    drop(ctl_w);
+    let opts = libc::PTRACE_O_TRACEFORK
+        | libc::PTRACE_O_TRACEVFORK
+        | libc::PTRACE_O_TRACECLONE
+        | libc::PTRACE_O_TRACEEXEC
+        | libc::PTRACE_O_TRACESECCOMP
+        | libc::PTRACE_O_TRACESYSGOOD
+        | libc::PTRACE_O_EXITKILL;
+    // SAFETY: seizing our own child.
+    if !spec.traced {
+        // Benchmark baseline: no tracing at all.
+    } else if let Err(e) =
+        cvt_i(unsafe { libc::ptrace(libc::PTRACE_SEIZE, child, 0, opts as libc::c_long) as i32 })
+    {
+        // SAFETY: killing our own child.
+        unsafe { libc::kill(child, libc::SIGKILL) };
+        fatal(&format!("ptrace seize: {e}"));
+    }
+    if write_all_fd(go_w.as_raw_fd(), b"g").is_err() {
+        fatal("init vanished");
+    }
+    let mut tracer = Tracer::new(spec, host_proc, child, go_w, ctl_r, FD_EVENTS);
+    let code = tracer.run();
+    std::process::exit(code)
+}
