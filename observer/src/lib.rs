@@ -8,6 +8,7 @@ pub mod analyse;
 pub mod baseline;
 pub mod bundle;
 pub mod doctor;
+pub mod egress;
 pub mod image;
 pub mod jail;
 pub mod model;

@@ -213,7 +213,7 @@ pub fn run<S: EventSink>(
     if spec.egress {
         // The jail binds its listeners right after creating its network namespace.
         let got = egress_fds::recv(eg_ours.as_raw_fd()).map_err(|e| e.to_string());
-        if let Err(e) = got.and_then(|fds| on_sockets(fds)) {
+        if let Err(e) = got.and_then(&mut *on_sockets) {
             kill_child(&mut child);
             return Err(JailError::Setup(format!("egress capture: {e}")));
         }
