@@ -148,7 +148,16 @@ fn under(path: &str, dir: &str) -> bool {
 
 /// Turns a materialised image into the jail's view of it.
 pub fn from_materialized(m: Materialized) -> Image {
-    let entries: Vec<FsEntry> = m.entries.iter().map(to_fs_entry).collect();
+    let mut entries: Vec<FsEntry> = m.entries.iter().map(to_fs_entry).collect();
+    // A stub resolver, as on a current desktop; queries to any resolver reach our DNS server.
+    if !entries.iter().any(|e| fs_path(e) == "/etc/resolv.conf") {
+        entries.push(FsEntry::File {
+            path: "/etc/resolv.conf".into(),
+            mode: 0o644,
+            data: b"nameserver 127.0.0.53\noptions edns0 trust-ad\nsearch lan\n".to_vec(),
+            mtime: Some(m.now),
+        });
+    }
     // The image's own files win over host binds of the same path (e.g. /etc/shells).
     let ro_binds: Vec<String> = SYSTEM_BINDS
         .iter()
@@ -268,7 +277,42 @@ pub fn build(
     Ok(from_materialized(m))
 }
 
+/// Where Debian-family systems keep the system trust bundle.
+pub const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
 impl Image {
+    /// Makes the jail trust `pem` (the run's interception CA) the way a managed machine does: in
+    /// the system bundle at its usual path (the host's bundle plus ours, on an overlay of
+    /// `/etc/ssl`) and in the variables clients consult.
+    pub fn trust_ca(&mut self, pem: &str) {
+        let mut bundle = std::fs::read(SYSTEM_CA_BUNDLE).unwrap_or_default();
+        if !bundle.is_empty() && !bundle.ends_with(b"\n") {
+            bundle.push(b'\n');
+        }
+        bundle.extend_from_slice(pem.as_bytes());
+        self.entries.push(FsEntry::File {
+            path: SYSTEM_CA_BUNDLE.into(),
+            mode: 0o644,
+            data: bundle,
+            mtime: None,
+        });
+        if self.ro_binds.iter().any(|b| b == "/etc/ssl")
+            && !self.overlay_dirs.iter().any(|d| d == "/etc/ssl")
+        {
+            self.overlay_dirs.push("/etc/ssl".into());
+        }
+        for var in [
+            "SSL_CERT_FILE",
+            "REQUESTS_CA_BUNDLE",
+            "NODE_EXTRA_CA_CERTS",
+            "CURL_CA_BUNDLE",
+            "GIT_SSL_CAINFO",
+        ] {
+            self.env.retain(|(k, _)| k != var);
+            self.env.push((var.into(), SYSTEM_CA_BUNDLE.into()));
+        }
+    }
+
     pub fn jail_spec(
         &self,
         staging: String,

@@ -2,6 +2,9 @@
 //! here; judging the trace is the analyser's job.
 
 use crate::agent;
+use crate::egress::canary::Needle;
+use crate::egress::proxy::{ca::CertAuthority, ProxyConfig};
+use crate::egress::{EgressConfig, EgressRuntime, EgressSockets};
 use crate::image::{self, Image, SkillFile};
 use crate::jail::{self, spec::Limits, JailOutcome};
 use crate::model::Fidelity;
@@ -20,6 +23,80 @@ pub enum RunError {
     Jail(#[from] jail::JailError),
     #[error(transparent)]
     Image(#[from] image::ImageError),
+    #[error("egress capture: {0}")]
+    Egress(String),
+}
+
+/// The registry's values as egress canary needles.
+fn needles_of(reg: &planted_creds::Registry) -> Vec<Needle> {
+    reg.needles()
+        .map(|n| Needle {
+            value: n.bytes.to_vec(),
+            canary: format!("{}/{:?}", n.credential, n.part),
+            credential: n.credential.to_string(),
+            service_hosts: n.service_hosts.to_vec(),
+        })
+        .collect()
+}
+
+/// Serves the jail's listeners: DNS, the intercepting proxy, the UDP catcher. Their events go into
+/// the trace (pid 0: the analyser joins them to processes by port).
+fn start_egress(
+    fds: jail::egress_fds::EgressFds,
+    ca: std::sync::Arc<CertAuthority>,
+    needles: Vec<Needle>,
+    writer: SharedWriter,
+    t0: u64,
+) -> Result<EgressRuntime, String> {
+    use std::net::{TcpListener, UdpSocket};
+    let tcp = |v: Vec<std::os::fd::OwnedFd>| -> Result<Vec<TcpListener>, String> {
+        v.into_iter()
+            .map(|f| {
+                let l = TcpListener::from(f);
+                l.set_nonblocking(true)
+                    .map(|_| l)
+                    .map_err(|e| e.to_string())
+            })
+            .collect()
+    };
+    let udp = |v: Vec<std::os::fd::OwnedFd>| -> Result<Vec<UdpSocket>, String> {
+        v.into_iter()
+            .map(|f| {
+                let s = UdpSocket::from(f);
+                s.set_nonblocking(true)
+                    .map(|_| s)
+                    .map_err(|e| e.to_string())
+            })
+            .collect()
+    };
+    let sockets = EgressSockets {
+        transparent_tcp: tcp(fds.tcp)?,
+        dns_udp: udp(fds.dns_udp)?,
+        dns_tcp: tcp(fds.dns_tcp)?,
+        udp_catchall: udp(fds.udp)?,
+    };
+    let cfg = EgressConfig {
+        needles,
+        proxy: Some(ProxyConfig::new(ca)),
+        ..EgressConfig::default()
+    };
+    let sink = move |kind: EventKind| -> u64 {
+        let ev = Event {
+            seq: 0,
+            t_ns: jail::sys::monotonic_ns().saturating_sub(t0),
+            pid: 0,
+            tid: None,
+            ppid: None,
+            vpid: None,
+            step: None,
+            kind,
+        };
+        match writer.lock() {
+            Ok(mut w) => w.write(ev).unwrap_or(0),
+            Err(_) => 0,
+        }
+    };
+    EgressRuntime::start(sockets, cfg, sink).map_err(|e| e.to_string())
 }
 
 /// The skill as the run needs it.
@@ -85,6 +162,8 @@ pub struct RunOptions {
     pub command: Option<Vec<String>>,
     /// False only for benchmarks (see `JailSpec::traced`).
     pub traced: bool,
+    /// Capture egress (DNS, TLS-intercepting proxy, UDP) in the jail's network namespace.
+    pub egress: bool,
     /// Seed of the planted credentials and image (random when `None`).
     pub seed: Option<String>,
     /// Recorded in the trace header so a replay judges as the live run did.
@@ -105,6 +184,7 @@ impl Default for RunOptions {
             statics: None,
             baseline: None,
             seed: None,
+            egress: true,
         }
     }
 }
@@ -123,9 +203,13 @@ pub struct RunResult {
     _run_dir: tempfile::TempDir,
 }
 
-/// Writes the jail's events into the trace file as they arrive.
+type SharedWriter =
+    std::sync::Arc<std::sync::Mutex<TraceWriter<std::io::BufWriter<std::fs::File>>>>;
+
+/// Writes the jail's events into the trace file as they arrive (egress writes into the same
+/// writer from its own threads).
 struct TraceSink {
-    writer: TraceWriter<std::io::BufWriter<std::fs::File>>,
+    writer: SharedWriter,
     err: Option<crate::trace::TraceError>,
     /// Steps that ran past their budget (needed for completeness without re-reading the trace).
     timed_out: Vec<u32>,
@@ -134,25 +218,36 @@ struct TraceSink {
 
 impl jail::EventSink for TraceSink {
     fn event(&mut self, line: &str) {
-        if line.contains("\"kind\":\"step_end\"") {
+        if line.contains("\"kind\":\"step_end\"") || line.contains("\"kind\":\"output\"") {
             if let Ok(ev) = serde_json::from_str::<Event>(line) {
-                if let (
-                    EventKind::StepEnd {
-                        timed_out: true, ..
-                    },
-                    Some(step),
-                ) = (&ev.kind, ev.step)
-                {
-                    self.timed_out.push(step);
+                match (&ev.kind, ev.step) {
+                    (
+                        EventKind::StepEnd {
+                            timed_out: true, ..
+                        },
+                        Some(step),
+                    ) => self.timed_out.push(step),
+                    (EventKind::Output { data }, Some(step)) => {
+                        self.outputs.entry(step).or_default().push_str(data)
+                    }
+                    _ => {}
                 }
             }
         }
-        if let Err(e) = self.writer.write_raw(line) {
+        let r = match self.writer.lock() {
+            Ok(mut w) => w.write_raw(line).map(|_| ()),
+            Err(_) => Ok(()),
+        };
+        if let Err(e) = r {
             self.err.get_or_insert(e);
         }
     }
     fn idle(&mut self) {
-        if let Err(e) = self.writer.flush() {
+        let r = match self.writer.lock() {
+            Ok(mut w) => w.flush(),
+            Err(_) => Ok(()),
+        };
+        if let Err(e) = r {
             self.err.get_or_insert(e);
         }
     }
@@ -186,17 +281,26 @@ pub fn incompleteness(outcome: &JailOutcome, timed_out: &[u32]) -> Vec<String> {
 pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunError> {
     // The image (with its planted credentials) is made before the clock of the run starts: the
     // budget and event times are the jail's.
-    let image = image::build(
+    let mut image = image::build(
         &opts.os,
         &skill.install_name,
         &skill.files,
         opts.seed.as_deref(),
     )?;
-    let t0 = jail::sys::monotonic_ns();
     let run_dir = tempfile::Builder::new()
         .prefix("so-run-")
         .tempdir()
         .map_err(RunError::RunDir)?;
+    // A fresh interception CA per run; its files stay in the run directory.
+    let ca = if opts.egress {
+        let ca = CertAuthority::generate(Some(run_dir.path()))
+            .map_err(|e| RunError::Egress(e.to_string()))?;
+        image.trust_ca(ca.cert_pem());
+        Some(std::sync::Arc::new(ca))
+    } else {
+        None
+    };
+    let t0 = jail::sys::monotonic_ns();
     // The jail runs under another uid when we are root: it must be able to reach the staging dir.
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(run_dir.path(), std::fs::Permissions::from_mode(0o711))
@@ -244,6 +348,7 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
         t0,
     );
     spec.traced = opts.traced;
+    spec.egress = opts.egress;
 
     let (trace_path, kept) = match &opts.record {
         Some(p) => (p.clone(), true),
@@ -261,27 +366,46 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
     header.statics = opts.statics.clone();
     header.baseline = opts.baseline.clone();
     let file = std::fs::File::create(&trace_path).map_err(crate::trace::TraceError::Io)?;
-    let writer = TraceWriter::new(std::io::BufWriter::with_capacity(1 << 16, file), &header)?;
+    let writer: SharedWriter = std::sync::Arc::new(std::sync::Mutex::new(TraceWriter::new(
+        std::io::BufWriter::with_capacity(1 << 16, file),
+        &header,
+    )?));
+    let mut egress: Option<EgressRuntime> = None;
+    let egress_writer = writer.clone();
+    let needles = needles_of(&image.registry);
     let (outcome, sink) = jail::run(
         &spec,
         opts.timeout,
         TraceSink {
-            writer,
+            writer: writer.clone(),
             err: None,
             timed_out: Vec::new(),
             outputs: BTreeMap::new(),
         },
-        &mut |_fds| Ok(()),
+        &mut |fds| {
+            let ca = ca.clone().ok_or("no CA")?;
+            let rt = start_egress(fds, ca, needles.clone(), egress_writer.clone(), t0)?;
+            egress = Some(rt);
+            Ok(())
+        },
     )?;
     let TraceSink {
-        mut writer,
         err,
         timed_out,
         outputs,
+        ..
     } = sink;
     if let Some(e) = err {
         return Err(e.into());
     }
+    // Egress drains what is still in flight, then stops; a part that failed makes the run
+    // incomplete.
+    let egress_reasons = egress
+        .map(|rt| rt.shutdown().incomplete_reasons())
+        .unwrap_or_default();
+    let mut writer = writer
+        .lock()
+        .map_err(|_| RunError::Egress("trace writer poisoned".into()))?;
     let duration_ms = (jail::sys::monotonic_ns().saturating_sub(t0)) / 1_000_000;
     let end_event = |kind| Event {
         seq: 0,
@@ -302,7 +426,8 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
             ),
         }))?;
     }
-    let reasons = incompleteness(&outcome, &timed_out);
+    let mut reasons = incompleteness(&outcome, &timed_out);
+    reasons.extend(egress_reasons);
     writer.write(end_event(EventKind::RunEnd {
         duration_ms,
         complete: reasons.is_empty(),

@@ -217,6 +217,7 @@ pub fn run<S: EventSink>(
             kill_child(&mut child);
             return Err(JailError::Setup(format!("egress capture: {e}")));
         }
+        sys::write_all_fd(eg_ours.as_raw_fd(), b"g")?;
     }
     drop(eg_ours);
 

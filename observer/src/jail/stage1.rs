@@ -84,6 +84,10 @@ pub fn main() -> ! {
                 if let Err(e) = super::egress_fds::send(FD_EGRESS, &counts, &fds) {
                     fatal(&format!("egress: {e}"));
                 }
+                // Nothing may run before the servers are up: wait for the supervisor's word.
+                if !matches!(read_byte(FD_EGRESS), Ok(b'g')) {
+                    fatal("egress: the supervisor did not start the servers");
+                }
                 Some(guard)
             }
             Err(e) => fatal(&format!("egress: {e}")),
