@@ -331,5 +331,142 @@ pub fn render_all(mode: &str, results: &[CaseResult], wall: std::time::Duration)
         count(|s| matches!(s, Status::Pending | Status::PendingPasses)),
         count(|s| *s == Status::PendingPasses),
     );
+    // The plain closing line test-result readers understand; pending cases count as skipped.
+    let _ = writeln!(
+        out,
+        "{mode}: {} passed, {} failed, {} skipped",
+        count(|s| *s == Status::Pass),
+        count(|s| s.fails_harness()),
+        count(|s| matches!(s, Status::Pending | Status::PendingPasses)),
+    );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::corpus::Case;
+    use crate::expect::Expect;
+    use crate::judge::Observed;
+    use std::time::Duration;
+
+    fn result(name: &str, expect: &str, v: Verdict, fired: &[&str]) -> CaseResult {
+        let case = Case {
+            name: name.into(),
+            dir: std::path::PathBuf::from("/nonexistent"),
+            expect: Expect::parse(expect).unwrap(),
+        };
+        let o = Observed {
+            verdict: v,
+            score: 0,
+            complete: true,
+            fired: fired.iter().map(|s| s.to_string()).collect(),
+            incomplete_reasons: vec![],
+        };
+        CaseResult::new(&case, Ok(o), Duration::from_millis(1500))
+    }
+
+    fn sample() -> Vec<CaseResult> {
+        let atk = "kind = \"attack\"\nverdict = [\"MALICIOUS\"]\nfire = [\"BEHAV_PERSISTENCE\"]\n";
+        let ben = "kind = \"benign\"\nverdict = [\"CLEAN\"]\nnot_fire = [\"BEHAV_PERSISTENCE\"]\n";
+        vec![
+            result("a1", atk, Verdict::Malicious, &["BEHAV_PERSISTENCE"]),
+            result("a2", atk, Verdict::Clean, &[]),
+            result("b1", ben, Verdict::Clean, &[]),
+            result(
+                "b2",
+                ben,
+                Verdict::Suspicious,
+                &["BEHAV_PERSISTENCE", "BEHAV_DRIFT"],
+            ),
+        ]
+    }
+
+    #[test]
+    fn confusion_counts_follow_the_definitions() {
+        let r = sample();
+        let d = detection(&r);
+        assert_eq!(
+            d,
+            Counts {
+                tp: 1,
+                fn_: 1,
+                tn: 1,
+                fp: 1
+            }
+        );
+        let ind = indicator_confusion(&r);
+        let (c, benign_hits) = ind["BEHAV_PERSISTENCE"];
+        assert_eq!(
+            c,
+            Counts {
+                tp: 1,
+                fn_: 1,
+                fp: 1,
+                tn: 1
+            }
+        );
+        assert_eq!(benign_hits, 1);
+        assert_eq!(ind["BEHAV_DRIFT"].1, 1);
+        let v: BTreeMap<&str, Counts> = verdict_confusion(&r)
+            .into_iter()
+            .map(|(v, c)| (v.as_str(), c))
+            .collect();
+        assert_eq!(
+            v["MALICIOUS"],
+            Counts {
+                tp: 1,
+                fp: 0,
+                fn_: 1,
+                tn: 2
+            }
+        );
+        assert_eq!(
+            v["CLEAN"],
+            Counts {
+                tp: 1,
+                fp: 1,
+                fn_: 1,
+                tn: 1
+            }
+        );
+        assert_eq!(
+            v["SUSPICIOUS"],
+            Counts {
+                tp: 0,
+                fp: 1,
+                fn_: 0,
+                tn: 3
+            }
+        );
+    }
+
+    #[test]
+    fn the_table_and_the_diff_name_what_went_wrong() {
+        let r = sample();
+        let t = render_table(&r);
+        assert!(t.lines().next().unwrap().starts_with("status"));
+        let row = t.lines().find(|l| l.contains(" a2 ")).unwrap();
+        assert!(
+            row.starts_with("FAIL") && row.contains("BEHAV_PERSISTENCE"),
+            "{row}"
+        );
+        assert!(row.contains("CLEAN 0") && row.ends_with("1.5s"), "{row}");
+        let f = render_failures(&r);
+        assert!(
+            f.contains("FAIL a2\n  verdict: expected MALICIOUS, got CLEAN"),
+            "{f}"
+        );
+        assert!(
+            f.contains("- BEHAV_PERSISTENCE must fire and did not"),
+            "{f}"
+        );
+        assert!(f.contains("FAIL b2") && f.contains("+ BEHAV_PERSISTENCE fired and must not"));
+        assert!(!f.contains("FAIL a1") && !f.contains("FAIL b1"));
+        let all = render_all("replay", &r, Duration::from_secs(1));
+        assert!(
+            all.ends_with("replay: 2 passed, 2 failed, 0 skipped\n"),
+            "{all}"
+        );
+    }
 }
