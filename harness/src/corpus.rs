@@ -40,7 +40,10 @@ pub struct Case {
 
 impl Case {
     pub fn skill_dir(&self) -> PathBuf {
-        self.dir.join("skill")
+        match (&self.expect.skill_of, self.dir.parent()) {
+            (Some(other), Some(root)) => root.join(other).join("skill"),
+            _ => self.dir.join("skill"),
+        }
     }
     pub fn trace_path(&self) -> PathBuf {
         self.dir.join(TRACE_FILE)
@@ -82,21 +85,31 @@ pub fn load_case(dir: &Path) -> Result<Case, CorpusError> {
             "case folder names use letters, digits, '-' and '_' only".into(),
         ));
     }
-    let skill = dir.join("skill");
-    if !skill.join("SKILL.md").is_file() {
-        return Err(layout("skill/SKILL.md is missing".into()));
-    }
     let p = dir.join("expect.toml");
     let text = std::fs::read_to_string(&p).map_err(io(&p))?;
     let expect = Expect::parse(&text).map_err(|source| CorpusError::Expect {
         case: name.clone(),
         source,
     })?;
-    Ok(Case {
-        name,
+    if let Some(other) = &expect.skill_of {
+        if !valid_name(other) || *other == name {
+            return Err(layout(format!(
+                "skill_of {other:?} is not another case's name"
+            )));
+        }
+    }
+    let case = Case {
+        name: name.clone(),
         dir: dir.to_path_buf(),
         expect,
-    })
+    };
+    if !case.skill_dir().join("SKILL.md").is_file() {
+        return Err(layout(format!(
+            "{} has no SKILL.md",
+            case.skill_dir().display()
+        )));
+    }
+    Ok(case)
 }
 
 /// Every case under `root` (sorted by name) whose name contains `filter`.
@@ -161,6 +174,27 @@ mod tests {
         );
         let e = load(t.path(), None).unwrap_err().to_string();
         assert!(e.contains("c-case") && e.contains("NICE"), "{e}");
+    }
+
+    #[test]
+    fn a_control_runs_another_case_s_skill() {
+        let t = tempfile::tempdir().unwrap();
+        write_case(
+            t.path(),
+            "atk-x",
+            "kind = \"attack\"\nverdict = [\"MALICIOUS\"]\n",
+        );
+        let ctl = t.path().join("ctl-x");
+        std::fs::create_dir_all(&ctl).unwrap();
+        let exp = "kind = \"control\"\nskill_of = \"atk-x\"\nverdict = [\"CLEAN\"]\n";
+        std::fs::write(ctl.join("expect.toml"), exp).unwrap();
+        let c = load_case(&ctl).unwrap();
+        assert_eq!(c.skill_dir(), t.path().join("atk-x").join("skill"));
+        for bad in ["../etc", "ctl-x", "atk-missing"] {
+            let exp = format!("kind = \"control\"\nskill_of = \"{bad}\"\nverdict = [\"CLEAN\"]\n");
+            std::fs::write(ctl.join("expect.toml"), exp).unwrap();
+            assert!(load_case(&ctl).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -65,6 +65,7 @@ struct RawExpect {
     #[serde(default)]
     pending_fire: Vec<String>,
     timeout: Option<u64>,
+    skill_of: Option<String>,
 }
 
 fn default_os() -> String {
@@ -90,6 +91,9 @@ pub struct Expect {
     pub pending_fire: BTreeSet<String>,
     /// `observe --timeout` for this case (seconds).
     pub timeout: Option<u64>,
+    /// Run the skill of this other case instead of an own `skill/` (a control runs the very
+    /// bundle of the attack it controls).
+    pub skill_of: Option<String>,
 }
 
 /// Indicator ids the analyser can emit (weight keys without their `.variant`).
@@ -183,6 +187,7 @@ impl Expect {
             pending: raw.pending,
             pending_fire,
             timeout: raw.timeout,
+            skill_of: raw.skill_of,
         })
     }
 
