@@ -18,7 +18,10 @@ fn replay_reproduces_the_live_report_byte_for_byte() {
         .status()
         .expect("replay");
     let replayed = std::fs::read(&out).expect("replayed report");
-    assert_eq!(String::from_utf8_lossy(&live), String::from_utf8_lossy(&replayed));
+    assert_eq!(
+        String::from_utf8_lossy(&live),
+        String::from_utf8_lossy(&replayed)
+    );
     // The exit status follows the verdict, live and replayed alike.
     assert_eq!(r.output.status.code(), status.code());
     let v: serde_json::Value = serde_json::from_slice(&live).expect("json");
@@ -36,11 +39,29 @@ fn replay_reproduces_the_live_report_byte_for_byte() {
 
 #[test]
 fn bad_input_has_its_own_exit_status() {
-    let missing = Command::new(observe_bin()).arg("/nonexistent/skill").output().expect("run");
+    let missing = Command::new(observe_bin())
+        .arg("/nonexistent/skill")
+        .output()
+        .expect("run");
     assert_eq!(missing.status.code(), Some(2));
-    let s = skill("badmd", &[("SKILL.md", "---\nname: [unterminated\n", 0o644)]);
-    let bad = Command::new(observe_bin()).arg(s.path()).output().expect("run");
-    assert_eq!(bad.status.code(), Some(2), "{}", String::from_utf8_lossy(&bad.stderr));
-    let os = Command::new(observe_bin()).arg(s.path()).args(["--os", "beos"]).output().expect("run");
+    let s = skill(
+        "badmd",
+        &[("SKILL.md", "---\nname: [unterminated\n", 0o644)],
+    );
+    let bad = Command::new(observe_bin())
+        .arg(s.path())
+        .output()
+        .expect("run");
+    assert_eq!(
+        bad.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    let os = Command::new(observe_bin())
+        .arg(s.path())
+        .args(["--os", "beos"])
+        .output()
+        .expect("run");
     assert_eq!(os.status.code(), Some(2));
 }
