@@ -329,3 +329,84 @@ fn keychain_file_lists_items_for_the_security_command() {
     assert!(!linux.files.contains_key("keychain/login.keychain-db"));
     assert!(linux.keychain.is_empty());
 }
+
+fn rsa_moduli(p: &Planted) -> Vec<num_bigint_dig::BigUint> {
+    use rsa::pkcs8::DecodePrivateKey;
+    use rsa::traits::PublicKeyParts;
+    let sa: serde_json::Value =
+        serde_json::from_slice(&p.files["gcloud/service-account.json"].bytes).unwrap();
+    let gcp = rsa::RsaPrivateKey::from_pkcs8_pem(sa["private_key"].as_str().unwrap()).unwrap();
+    let ssh = ssh_key::PrivateKey::from_openssh(&p.files["ssh/id_rsa"].bytes).unwrap();
+    let ssh_n = ssh
+        .key_data()
+        .rsa()
+        .unwrap()
+        .public
+        .n
+        .as_positive_bytes()
+        .unwrap();
+    vec![
+        gcp.n().clone(),
+        num_bigint_dig::BigUint::from_bytes_be(ssh_n),
+    ]
+}
+
+/// A skill that doubts its keys can ask OpenSSL, which re-checks that p and q are prime and that
+/// d, the CRT values and n fit together; and keys of parallel runs must share no prime (a shared
+/// factor across runs would tell them apart from real keys and from each other).
+#[test]
+fn rsa_keys_pass_openssl_checks_and_share_no_factor_across_runs() {
+    let a = plant(&Seed::random().unwrap(), Flavor::Linux);
+    let b = plant(&Seed::random().unwrap(), Flavor::Darwin);
+    let moduli: Vec<_> = rsa_moduli(&a).into_iter().chain(rsa_moduli(&b)).collect();
+    for (i, x) in moduli.iter().enumerate() {
+        assert_eq!(x.bits(), 2048);
+        for y in &moduli[i + 1..] {
+            assert_eq!(
+                num_integer::Integer::gcd(x, y),
+                num_bigint_dig::BigUint::from(1u8)
+            );
+        }
+    }
+    if !tool("openssl") || !tool("ssh-keygen") {
+        eprintln!("openssl or ssh-keygen not installed; skipping");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sa: serde_json::Value =
+        serde_json::from_slice(&a.files["gcloud/service-account.json"].bytes).unwrap();
+    let gcp = dir.path().join("gcp.pem");
+    std::fs::write(&gcp, sa["private_key"].as_str().unwrap()).unwrap();
+    // ssh-keygen rewrites the OpenSSH key as a PEM that OpenSSL reads.
+    let ssh = dir.path().join("id_rsa");
+    std::fs::write(&ssh, &a.files["ssh/id_rsa"].bytes).unwrap();
+    std::fs::set_permissions(&ssh, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let conv = Command::new("ssh-keygen")
+        .args(["-p", "-m", "PEM", "-N", "", "-P", "", "-f"])
+        .arg(&ssh)
+        .output()
+        .unwrap();
+    assert!(
+        conv.status.success(),
+        "{}",
+        String::from_utf8_lossy(&conv.stderr)
+    );
+    for key in [&gcp, &ssh] {
+        let out = Command::new("openssl")
+            .args(["pkey", "-check", "-noout", "-text", "-in"])
+            .arg(key)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{key:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("Key is valid"), "{key:?}: {text}");
+        assert!(
+            text.contains("Private-Key: (2048 bit, 2 primes)"),
+            "{key:?}: {text}"
+        );
+    }
+}
