@@ -187,6 +187,25 @@ fn token_formats_match_the_real_ones() {
     assert!(!gh.belongs_to("api.github.com.attacker.io"));
 }
 
+/// Writes a private key as ssh-keygen insists on finding it (mode 0600).
+fn private_key_file(dir: &std::path::Path, name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    path
+}
+
+/// Runs `cmd args… file`, asserting success; its stdout.
+fn run_ok(cmd: &str, args: &[&str], file: &std::path::Path) -> String {
+    let out = Command::new(cmd).args(args).arg(file).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?} {file:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 #[test]
 fn ssh_keys_parse_with_ssh_keygen() {
     if !tool("ssh-keygen") {
@@ -196,22 +215,8 @@ fn ssh_keys_parse_with_ssh_keygen() {
     let p = plant(&Seed::random().unwrap(), Flavor::Linux);
     let dir = tempfile::tempdir().unwrap();
     for name in ["id_ed25519", "id_rsa"] {
-        let path = dir.path().join(name);
-        std::fs::write(&path, &p.files[&format!("ssh/{name}")].bytes).unwrap();
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-            .unwrap();
-        let out = Command::new("ssh-keygen")
-            .arg("-y")
-            .arg("-f")
-            .arg(&path)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let derived = String::from_utf8(out.stdout).unwrap();
+        let path = private_key_file(dir.path(), name, &p.files[&format!("ssh/{name}")].bytes);
+        let derived = run_ok("ssh-keygen", &["-y", "-f"], &path);
         let public = String::from_utf8(p.files[&format!("ssh/{name}.pub")].bytes.clone()).unwrap();
         let key_of = |s: &str| s.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
         assert_eq!(key_of(&derived), key_of(&public), "{name}");
@@ -378,30 +383,17 @@ fn rsa_keys_pass_openssl_checks_and_share_no_factor_across_runs() {
     let gcp = dir.path().join("gcp.pem");
     std::fs::write(&gcp, sa["private_key"].as_str().unwrap()).unwrap();
     // ssh-keygen rewrites the OpenSSH key as a PEM that OpenSSL reads.
-    let ssh = dir.path().join("id_rsa");
-    std::fs::write(&ssh, &a.files["ssh/id_rsa"].bytes).unwrap();
-    std::fs::set_permissions(&ssh, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    let conv = Command::new("ssh-keygen")
-        .args(["-p", "-m", "PEM", "-N", "", "-P", "", "-f"])
-        .arg(&ssh)
-        .output()
-        .unwrap();
-    assert!(
-        conv.status.success(),
-        "{}",
-        String::from_utf8_lossy(&conv.stderr)
+    let ssh = private_key_file(dir.path(), "id_rsa", &a.files["ssh/id_rsa"].bytes);
+    run_ok(
+        "ssh-keygen",
+        &["-p", "-m", "PEM", "-N", "", "-P", "", "-f"],
+        &ssh,
     );
     for key in [&gcp, &ssh] {
-        let out = Command::new("openssl")
-            .args(["pkey", "-check", "-noout", "-text", "-in"])
-            .arg(key)
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{key:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let text = run_ok(
+            "openssl",
+            &["pkey", "-check", "-noout", "-text", "-in"],
+            key,
         );
         assert!(text.contains("Key is valid"), "{key:?}: {text}");
         assert!(

@@ -246,7 +246,10 @@ mod tests {
     }
 
     fn naive_prime(n: u64) -> bool {
-        n >= 2 && (2..).take_while(|d| d * d <= n).all(|d| !n.is_multiple_of(d))
+        n >= 2
+            && (2..)
+                .take_while(|d| d * d <= n)
+                .all(|d| !n.is_multiple_of(d))
     }
 
     #[test]
