@@ -2,8 +2,9 @@
 
 use crate::der;
 use crate::gen::{self, find_tell, Gen};
-use crate::plant::{Ctx, PlantError};
+use crate::plant::{rsa_key, Ctx, PlantError};
 use crate::registry::Part;
+use crate::Seed;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use rsa::pkcs8::{EncodePrivateKey, LineEnding};
@@ -30,9 +31,10 @@ pub(crate) fn slug(s: &str) -> String {
         .join("-")
 }
 
-pub(crate) fn plant(c: &mut Ctx) -> Result<(), PlantError> {
+/// Plants the cloud files; `gcp_pem` comes from [`gcp_key`], searched beforehand.
+pub(crate) fn plant(c: &mut Ctx, gcp_pem: String) -> Result<(), PlantError> {
     aws(c);
-    gcp(c)?;
+    gcp(c, gcp_pem)?;
     azure(c)?;
     kube(c)?;
     docker(c);
@@ -69,20 +71,21 @@ fn aws(c: &mut Ctx) {
     c.file("aws/config", config, 0o600, &[]);
 }
 
-fn gcp(c: &mut Ctx) -> Result<(), PlantError> {
-    let mut g = c.gen("gcp");
-    let project = format!("{}-prod-{}", slug(&c.p.company), g.digits(6));
-    let pem = loop {
-        let k =
-            rsa::RsaPrivateKey::new(g.rng(), 2048).map_err(|e| PlantError::Key(e.to_string()))?;
+/// The service account's PKCS#8 private key, from its own `gcp-key` stream.
+pub(crate) fn gcp_key(seed: &Seed, probe: bool) -> Result<String, PlantError> {
+    let mut g = Gen::new(seed.rng("gcp-key"));
+    rsa_key(&mut g, probe, |k| {
         let pem = k
             .to_pkcs8_pem(LineEnding::LF)
             .map_err(|e| PlantError::Key(e.to_string()))?
             .to_string();
-        if find_tell(pem.as_bytes()).is_none() {
-            break pem;
-        }
-    };
+        Ok((pem.clone(), vec![pem]))
+    })
+}
+
+fn gcp(c: &mut Ctx, pem: String) -> Result<(), PlantError> {
+    let mut g = c.gen("gcp");
+    let project = format!("{}-prod-{}", slug(&c.p.company), g.digits(6));
     let key_id = g.hex(40);
     let sa = *g.pick(&["deploy-bot", "ci-runner", "data-pipeline", "terraform"]);
     let email = format!("{sa}@{project}.iam.gserviceaccount.com");

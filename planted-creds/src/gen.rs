@@ -25,15 +25,37 @@ pub const TELL_WORDS: &[&str] = &[
     "fake",
 ];
 
-/// The first tell word found in `bytes`, if any (ASCII case-insensitive).
+/// For each byte, the tell words (bits, by index) that start with it in either case.
+const FIRST_LETTERS: [u16; 256] = {
+    assert!(TELL_WORDS.len() <= 16);
+    let mut table = [0u16; 256];
+    let mut k = 0;
+    while k < TELL_WORDS.len() {
+        let c = TELL_WORDS[k].as_bytes()[0];
+        table[c.to_ascii_lowercase() as usize] |= 1 << k;
+        table[c.to_ascii_uppercase() as usize] |= 1 << k;
+        k += 1;
+    }
+    table
+};
+
+/// The leftmost tell word in `bytes`, if any (ASCII case-insensitive). One pass over the bytes,
+/// comparing only the words that start with the byte at hand: this runs over every planted file.
 pub fn find_tell(bytes: &[u8]) -> Option<&'static str> {
-    TELL_WORDS.iter().copied().find(|w| {
-        let w = w.as_bytes();
-        bytes.len() >= w.len()
-            && bytes
-                .windows(w.len())
-                .any(|win| win.eq_ignore_ascii_case(w))
-    })
+    for (i, b) in bytes.iter().enumerate() {
+        let mut words = FIRST_LETTERS[*b as usize];
+        while words != 0 {
+            let k = words.trailing_zeros() as usize;
+            words &= words - 1;
+            let w = TELL_WORDS[k];
+            if bytes[i..].len() >= w.len()
+                && bytes[i..i + w.len()].eq_ignore_ascii_case(w.as_bytes())
+            {
+                return Some(w);
+            }
+        }
+    }
+    None
 }
 
 pub const ALNUM: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
@@ -377,7 +399,33 @@ mod tests {
     fn tell_words_are_found_and_avoided() {
         assert_eq!(find_tell(b"xxSandBoxyy"), Some("sandbox"));
         assert_eq!(find_tell(b"nothing here"), None);
+        assert_eq!(find_tell(b"HONEYPOT"), Some("honeypot"));
+        assert_eq!(find_tell(b"fak"), None);
+        assert_eq!(find_tell(b"x-Fake"), Some("fake"));
+        // Agrees with the plain search (every word, every window) on text dense in near misses.
+        let naive = |b: &[u8]| {
+            TELL_WORDS.iter().any(|w| {
+                b.windows(w.len())
+                    .any(|win| win.eq_ignore_ascii_case(w.as_bytes()))
+            })
+        };
         let mut g = g();
+        for _ in 0..5000 {
+            let s = g.chars(b"mockMOCKfaejilsandbxhnyptr", 12);
+            assert_eq!(
+                find_tell(s.as_bytes()).is_some(),
+                naive(s.as_bytes()),
+                "{s}"
+            );
+        }
+        let mut hits = 0;
+        for _ in 0..2000 {
+            let s: String = (0..12).map(|_| *g.pick(b"mockfaejl") as char).collect();
+            let found = find_tell(s.as_bytes());
+            assert_eq!(found.is_some(), naive(s.as_bytes()), "{s}");
+            hits += found.is_some() as usize;
+        }
+        assert!(hits > 0);
         for _ in 0..2000 {
             assert!(find_tell(g.chars(b"mockMOCK", 8).as_bytes()).is_none());
         }

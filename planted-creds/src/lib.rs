@@ -18,6 +18,7 @@ pub mod gen;
 mod keychain;
 mod plant;
 pub mod registry;
+pub mod rsakey;
 mod seed;
 mod ssh;
 pub mod time;

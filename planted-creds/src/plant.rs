@@ -2,7 +2,7 @@
 
 use crate::gen::{find_tell, Gen};
 use crate::registry::{Registry, RegistryBuilder};
-use crate::{browser, cloud, dev, keychain, ssh, Seed};
+use crate::{browser, cloud, dev, keychain, rsakey, ssh, Seed};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
@@ -128,6 +128,33 @@ pub(crate) struct Ctx<'a> {
     pub keychain: Vec<KeychainItem>,
 }
 
+/// How often a key is re-drawn because its text spelled a tell word (each draw does with ~3%).
+const MAX_KEY_DRAWS: usize = 32;
+
+/// An RSA-2048 key encoded by `encode` (which returns the value and the texts a skill could read),
+/// re-drawn from `g` while a text shows a tell word. The probe pass uses the fixed reference key.
+pub(crate) fn rsa_key<T>(
+    g: &mut Gen,
+    probe: bool,
+    encode: impl Fn(rsa::RsaPrivateKey) -> Result<(T, Vec<String>), PlantError>,
+) -> Result<T, PlantError> {
+    for _ in 0..MAX_KEY_DRAWS {
+        let key = if probe {
+            rsakey::reference_key()
+        } else {
+            rsakey::rsa_2048(g.rng())
+        }
+        .map_err(|e| PlantError::Key(e.to_string()))?;
+        let (value, texts) = encode(key)?;
+        if texts.iter().all(|t| find_tell(t.as_bytes()).is_none()) {
+            return Ok(value);
+        }
+    }
+    Err(PlantError::Key(format!(
+        "{MAX_KEY_DRAWS} RSA keys in a row spelled a tell word"
+    )))
+}
+
 impl Ctx<'_> {
     pub fn gen(&self, label: &str) -> Gen {
         Gen::new(self.seed.rng(label))
@@ -160,7 +187,7 @@ impl Ctx<'_> {
 
 /// Generate every credential for a run. Deterministic in (`seed`, `persona`, `now`).
 pub fn generate(seed: &Seed, persona: &Persona, now: i64) -> Result<Planted, PlantError> {
-    let (ctx, clipboard, login) = generate_raw(seed, persona, now)?;
+    let (ctx, clipboard, login) = generate_raw(seed, persona, now, false)?;
     let registry = ctx.reg.finish(&seed.to_string(), common_pieces()?);
     for (id, f) in &ctx.files {
         // Text artifacts are built from clean random strings; this catches a template mistake.
@@ -185,7 +212,14 @@ pub fn generate(seed: &Seed, persona: &Persona, now: i64) -> Result<Planted, Pla
 
 type Raw<'a> = (Ctx<'a>, PlantedEnv, PlantedEnv);
 
-fn generate_raw<'a>(seed: &'a Seed, persona: &'a Persona, now: i64) -> Result<Raw<'a>, PlantError> {
+/// `probe`: the registry's probe pass (see [`common_pieces`]), whose RSA keys are the fixed
+/// reference key.
+fn generate_raw<'a>(
+    seed: &'a Seed,
+    persona: &'a Persona,
+    now: i64,
+    probe: bool,
+) -> Result<Raw<'a>, PlantError> {
     let mut c = Ctx {
         seed,
         p: persona,
@@ -195,8 +229,16 @@ fn generate_raw<'a>(seed: &'a Seed, persona: &'a Persona, now: i64) -> Result<Ra
         env: Vec::new(),
         keychain: Vec::new(),
     };
-    ssh::plant(&mut c)?;
-    cloud::plant(&mut c)?;
+    // Prime searches are most of the generation time: both RSA keys are searched at once (each
+    // from its own stream, so the result does not depend on scheduling).
+    let (ssh_rsa, gcp_pem) = std::thread::scope(|s| {
+        let gcp = s.spawn(|| cloud::gcp_key(seed, probe));
+        let ssh = ssh::rsa(seed, persona, probe);
+        (ssh, gcp.join())
+    });
+    let gcp_pem = gcp_pem.map_err(|_| PlantError::Key("GCP key thread failed".into()))??;
+    ssh::plant(&mut c, ssh_rsa?)?;
+    cloud::plant(&mut c, gcp_pem)?;
     dev::plant(&mut c)?;
     let safe_storage = keychain::plant(&mut c)?;
     browser::plant(&mut c, &safe_storage)?;
@@ -250,8 +292,65 @@ fn common_pieces() -> Result<&'static BTreeSet<Vec<u8>>, PlantError> {
             flavor,
             ..probe.clone()
         };
-        let (ctx, _, _) = generate_raw(&probe_seed, &p, 1_700_000_000)?;
+        let (ctx, _, _) = generate_raw(&probe_seed, &p, 1_700_000_000, true)?;
         set.extend(ctx.reg.pieces());
     }
     Ok(COMMON.get_or_init(|| set))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn persona(flavor: Flavor) -> Persona {
+        Persona {
+            user: "ines".into(),
+            full_name: "Ines Haller".into(),
+            email: "ines@tidewater.dev".into(),
+            github_user: "ihaller".into(),
+            hostname: "ines-mbp".into(),
+            home: "/home/ines".into(),
+            workspace: "/home/ines/src/ledger".into(),
+            project: "ledger".into(),
+            company: "Tidewater".into(),
+            company_domain: "tidewater.dev".into(),
+            flavor,
+            firefox_profile: "a1b2c3d4.default-release".into(),
+        }
+    }
+
+    fn pieces(seed: &Seed, p: &Persona, probe: bool) -> BTreeSet<Vec<u8>> {
+        generate_raw(seed, p, 1_700_000_000, probe)
+            .unwrap()
+            .0
+            .reg
+            .pieces()
+    }
+
+    /// The probe takes its RSA keys from a fixed reference instead of searching for primes; the
+    /// constant structure it finds in a real run must be exactly what searched keys would show.
+    #[test]
+    fn probe_with_reference_key_finds_the_same_common_structure() {
+        let p = persona(Flavor::Linux);
+        let real = pieces(&Seed::from_bytes([1; 32]), &p, false);
+        let probe_seed = Seed::from_bytes([0x5a; 32]);
+        let with_reference = pieces(&probe_seed, &p, true);
+        let with_search = pieces(&probe_seed, &p, false);
+        let common = |probe: &BTreeSet<Vec<u8>>| -> BTreeSet<Vec<u8>> {
+            real.intersection(probe).cloned().collect()
+        };
+        assert_eq!(common(&with_reference), common(&with_search));
+        // The reason the probe needs an RSA key at all: OpenSSH RSA keys share their first line.
+        let first_line = generate_raw(&Seed::from_bytes([1; 32]), &p, 1_700_000_000, false)
+            .unwrap()
+            .0
+            .files["ssh/id_rsa"]
+            .bytes
+            .split(|b| *b == b'\n')
+            .nth(1)
+            .map(<[u8]>::to_vec)
+            .unwrap();
+        assert!(common(&with_reference).contains(&first_line));
+        assert!(!with_search.is_empty() && with_reference != with_search);
+    }
 }

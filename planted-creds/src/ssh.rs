@@ -1,15 +1,14 @@
 //! SSH keys in OpenSSH format, their public halves, `known_hosts` and `config`.
 
 use crate::gen::{find_tell, Gen};
-use crate::plant::{Ctx, Flavor, PlantError};
+use crate::plant::{rsa_key, Ctx, Flavor, Persona, PlantError};
 use crate::registry::Part;
+use crate::Seed;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use ssh_key::private::{KeypairData, RsaKeypair};
 use ssh_key::{Algorithm, LineEnding, PrivateKey};
-
-const RSA_BITS: usize = 2048;
 
 // Public host keys of real code hosts, as every developer's known_hosts carries them.
 const GITHUB_ED25519: &str = "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl";
@@ -32,16 +31,17 @@ fn ed25519(g: &mut Gen, comment: &str) -> Result<(String, String), PlantError> {
     }
 }
 
-fn rsa(g: &mut Gen, comment: &str) -> Result<(String, String), PlantError> {
-    loop {
-        let kp = RsaKeypair::random(g.rng(), RSA_BITS).map_err(key_err)?;
-        let k = PrivateKey::new(KeypairData::Rsa(kp), comment).map_err(key_err)?;
+/// The user's RSA key pair (`id_rsa`, `id_rsa.pub` text), from the `ssh-rsa` stream.
+pub(crate) fn rsa(seed: &Seed, p: &Persona, probe: bool) -> Result<(String, String), PlantError> {
+    let mut g = Gen::new(seed.rng("ssh-rsa"));
+    let comment = format!("{}@{}", p.user, p.hostname);
+    rsa_key(&mut g, probe, |key| {
+        let kp = RsaKeypair::try_from(key).map_err(key_err)?;
+        let k = PrivateKey::new(KeypairData::Rsa(kp), &comment).map_err(key_err)?;
         let text = k.to_openssh(LineEnding::LF).map_err(key_err)?.to_string();
         let public = k.public_key().to_openssh().map_err(key_err)?;
-        if find_tell(text.as_bytes()).is_none() && find_tell(public.as_bytes()).is_none() {
-            return Ok((text, public));
-        }
-    }
+        Ok(((text.clone(), public.clone()), vec![text, public]))
+    })
 }
 
 /// `|1|salt|hmac` as `HashKnownHosts yes` writes it.
@@ -63,14 +63,13 @@ fn hashed_host(g: &mut Gen, host: &str) -> String {
     }
 }
 
-pub(crate) fn plant(c: &mut Ctx) -> Result<(), PlantError> {
+/// Plants the SSH files; `(rsa_priv, rsa_pub)` comes from [`rsa`], searched beforehand.
+pub(crate) fn plant(c: &mut Ctx, (rsa_priv, rsa_pub): (String, String)) -> Result<(), PlantError> {
     let p = c.p.clone();
     let bastion = format!("bastion.{}", p.company_domain);
     let legacy = format!("build01.{}", p.company_domain);
     let mut g = c.gen("ssh-ed25519");
     let (ed_priv, ed_pub) = ed25519(&mut g, &p.email)?;
-    let mut g = c.gen("ssh-rsa");
-    let (rsa_priv, rsa_pub) = rsa(&mut g, &format!("{}@{}", p.user, p.hostname))?;
 
     let code_hosts = [
         "github.com",

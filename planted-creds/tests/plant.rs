@@ -187,6 +187,25 @@ fn token_formats_match_the_real_ones() {
     assert!(!gh.belongs_to("api.github.com.attacker.io"));
 }
 
+/// Writes a private key as ssh-keygen insists on finding it (mode 0600).
+fn private_key_file(dir: &std::path::Path, name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    path
+}
+
+/// Runs `cmd args… file`, asserting success; its stdout.
+fn run_ok(cmd: &str, args: &[&str], file: &std::path::Path) -> String {
+    let out = Command::new(cmd).args(args).arg(file).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?} {file:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 #[test]
 fn ssh_keys_parse_with_ssh_keygen() {
     if !tool("ssh-keygen") {
@@ -196,22 +215,8 @@ fn ssh_keys_parse_with_ssh_keygen() {
     let p = plant(&Seed::random().unwrap(), Flavor::Linux);
     let dir = tempfile::tempdir().unwrap();
     for name in ["id_ed25519", "id_rsa"] {
-        let path = dir.path().join(name);
-        std::fs::write(&path, &p.files[&format!("ssh/{name}")].bytes).unwrap();
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-            .unwrap();
-        let out = Command::new("ssh-keygen")
-            .arg("-y")
-            .arg("-f")
-            .arg(&path)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let derived = String::from_utf8(out.stdout).unwrap();
+        let path = private_key_file(dir.path(), name, &p.files[&format!("ssh/{name}")].bytes);
+        let derived = run_ok("ssh-keygen", &["-y", "-f"], &path);
         let public = String::from_utf8(p.files[&format!("ssh/{name}.pub")].bytes.clone()).unwrap();
         let key_of = |s: &str| s.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
         assert_eq!(key_of(&derived), key_of(&public), "{name}");
@@ -328,4 +333,72 @@ fn keychain_file_lists_items_for_the_security_command() {
     let linux = plant(&Seed::random().unwrap(), Flavor::Linux);
     assert!(!linux.files.contains_key("keychain/login.keychain-db"));
     assert!(linux.keychain.is_empty());
+}
+
+fn rsa_moduli(p: &Planted) -> Vec<num_bigint_dig::BigUint> {
+    use rsa::pkcs8::DecodePrivateKey;
+    use rsa::traits::PublicKeyParts;
+    let sa: serde_json::Value =
+        serde_json::from_slice(&p.files["gcloud/service-account.json"].bytes).unwrap();
+    let gcp = rsa::RsaPrivateKey::from_pkcs8_pem(sa["private_key"].as_str().unwrap()).unwrap();
+    let ssh = ssh_key::PrivateKey::from_openssh(&p.files["ssh/id_rsa"].bytes).unwrap();
+    let ssh_n = ssh
+        .key_data()
+        .rsa()
+        .unwrap()
+        .public
+        .n
+        .as_positive_bytes()
+        .unwrap();
+    vec![
+        gcp.n().clone(),
+        num_bigint_dig::BigUint::from_bytes_be(ssh_n),
+    ]
+}
+
+/// A skill that doubts its keys can ask OpenSSL, which re-checks that p and q are prime and that
+/// d, the CRT values and n fit together; and keys of parallel runs must share no prime (a shared
+/// factor across runs would tell them apart from real keys and from each other).
+#[test]
+fn rsa_keys_pass_openssl_checks_and_share_no_factor_across_runs() {
+    let a = plant(&Seed::random().unwrap(), Flavor::Linux);
+    let b = plant(&Seed::random().unwrap(), Flavor::Darwin);
+    let moduli: Vec<_> = rsa_moduli(&a).into_iter().chain(rsa_moduli(&b)).collect();
+    for (i, x) in moduli.iter().enumerate() {
+        assert_eq!(x.bits(), 2048);
+        for y in &moduli[i + 1..] {
+            assert_eq!(
+                num_integer::Integer::gcd(x, y),
+                num_bigint_dig::BigUint::from(1u8)
+            );
+        }
+    }
+    if !tool("openssl") || !tool("ssh-keygen") {
+        eprintln!("openssl or ssh-keygen not installed; skipping");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sa: serde_json::Value =
+        serde_json::from_slice(&a.files["gcloud/service-account.json"].bytes).unwrap();
+    let gcp = dir.path().join("gcp.pem");
+    std::fs::write(&gcp, sa["private_key"].as_str().unwrap()).unwrap();
+    // ssh-keygen rewrites the OpenSSH key as a PEM that OpenSSL reads.
+    let ssh = private_key_file(dir.path(), "id_rsa", &a.files["ssh/id_rsa"].bytes);
+    run_ok(
+        "ssh-keygen",
+        &["-p", "-m", "PEM", "-N", "", "-P", "", "-f"],
+        &ssh,
+    );
+    for key in [&gcp, &ssh] {
+        let text = run_ok(
+            "openssl",
+            &["pkey", "-check", "-noout", "-text", "-in"],
+            key,
+        );
+        assert!(text.contains("Key is valid"), "{key:?}: {text}");
+        assert!(
+            text.contains("Private-Key: (2048 bit, 2 primes)"),
+            "{key:?}: {text}"
+        );
+    }
 }
