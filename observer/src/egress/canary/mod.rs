@@ -167,7 +167,10 @@ impl CanaryIndex {
             Some(
                 AhoCorasickBuilder::new()
                     .match_kind(MatchKind::Standard)
-                    .kind(Some(AhoCorasickKind::DFA))
+                    // A DFA over ~2,500 patterns (150 planted values in every encoded form) took ~2 s to
+                    // build per run; the contiguous NFA builds in milliseconds and only runs around
+                    // prefilter candidates.
+                    .kind(Some(AhoCorasickKind::ContiguousNFA))
                     .build(&patterns)
                     .map_err(|e| CanaryError::Automaton(e.to_string()))?,
             )
