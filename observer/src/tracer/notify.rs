@@ -277,6 +277,12 @@ impl Tracer {
             .map_err(|_| libc::EBADF)
     }
 
+    /// A duplicate of the task's fd `fd` (its socket, for replaying calls on it).
+    fn task_fd(&mut self, tid: i32, fd: i32) -> std::io::Result<OwnedFd> {
+        let tgid = self.tgid_of(tid);
+        self.pidfd(tgid).and_then(|p| sys::pidfd_getfd(p, fd))
+    }
+
     fn fd_path(&self, fd: RawFd) -> Option<String> {
         sys::readlink_at(self.host_proc.as_raw_fd(), &format!("self/fd/{fd}")).ok()
     }
@@ -716,11 +722,7 @@ impl Tracer {
             let _ = sys::notif_continue(listener, c.id);
             return None;
         }
-        let tgid = self.tgid_of(c.tid);
-        let sock = match self
-            .pidfd(tgid)
-            .and_then(|p| sys::pidfd_getfd(p, a[0] as i32))
-        {
+        let sock = match self.task_fd(c.tid, a[0] as i32) {
             Ok(s) => s,
             Err(_) => return Some(Err(libc::EBADF)),
         };
@@ -776,11 +778,7 @@ impl Tracer {
     }
 
     fn do_listen(&mut self, c: &Call) -> Option<Result<i64, i32>> {
-        let tgid = self.tgid_of(c.tid);
-        let sock = match self
-            .pidfd(tgid)
-            .and_then(|p| sys::pidfd_getfd(p, c.args[0] as i32))
-        {
+        let sock = match self.task_fd(c.tid, c.args[0] as i32) {
             Ok(s) => s,
             Err(_) => return Some(Err(libc::EBADF)),
         };
