@@ -345,6 +345,8 @@ impl Image {
             shims: self.shims.clone(),
             egress: false,
             traced: true,
+            clock_offset_ns: 0,
+            steps_budget_ms: 0,
         }
     }
 }

@@ -44,9 +44,13 @@ struct Cli {
     /// Wall-clock budget in seconds
     #[arg(long, default_value_t = 120)]
     timeout: u64,
-    /// builtin, or a command that runs an external agent
+    /// builtin, or an agent command line run in the jail with the task as its last argument
+    /// (e.g. "claude -p", "codex exec", ./my-agent.sh)
     #[arg(long, default_value = "builtin")]
     agent: String,
+    /// Task prompt for an external agent (default: built from the skill's description)
+    #[arg(long)]
+    task: Option<String>,
     /// Write a self-contained HTML report here
     #[arg(long)]
     html: Option<PathBuf>,
@@ -56,6 +60,13 @@ struct Cli {
     /// Seed of the planted credentials (64 hex digits), to reproduce a run
     #[arg(long)]
     seed: Option<String>,
+    /// Move the jail's wall clock, e.g. 3d, 12h, 2w, -1d (catches time bombs)
+    #[arg(long, value_parser = parse_clock_offset, allow_hyphen_values = true)]
+    clock_offset: Option<i64>,
+}
+
+fn parse_clock_offset(s: &str) -> Result<i64, String> {
+    observer::tracer::clock::parse_offset(s)
 }
 
 #[derive(Subcommand, Debug)]
@@ -140,8 +151,30 @@ fn internal(msg: impl std::fmt::Display) -> ExitCode {
     code(exit::INTERNAL_ERROR)
 }
 
-fn not_yet(flag: &str) -> ExitCode {
-    bad_input(format!("{flag} is not yet supported"))
+/// `--agent CMD` as argv (`None` for the built-in agent); `--task` needs an external agent.
+fn external_agent(cli: &Cli) -> Result<Option<Vec<String>>, String> {
+    if cli.agent == "builtin" {
+        if cli.task.is_some() {
+            return Err("--task is for an external agent (--agent CMD)".into());
+        }
+        return Ok(None);
+    }
+    let argv = shlex::split(&cli.agent)
+        .ok_or_else(|| format!("--agent {:?}: unbalanced quotes", cli.agent))?;
+    if argv.is_empty() {
+        return Err("--agent: empty command".into());
+    }
+    Ok(Some(argv))
+}
+
+/// The task an external agent gets when `--task` is not given: ask it to use the skill.
+fn default_task(unit: &observer::bundle::SkillUnit) -> String {
+    let desc = unit.description.as_deref().unwrap_or("").trim();
+    if desc.is_empty() {
+        format!("Use the {} skill on this project.", unit.name)
+    } else {
+        format!("Use the {} skill on this project: {desc}", unit.name)
+    }
 }
 
 fn parse_fidelity(s: &str) -> Option<Fidelity> {
@@ -258,8 +291,8 @@ fn main() -> ExitCode {
             cli.os
         ));
     }
-    if cli.agent != "builtin" {
-        return not_yet("--agent CMD");
+    if let Err(e) = external_agent(&cli) {
+        return bad_input(e);
     }
     let cfg = match weights(cli.weights.as_deref()) {
         Ok(c) => c,
@@ -317,6 +350,15 @@ fn observe_one(
         seed: cli.seed.clone(),
         statics: Some(statics.clone()),
         baseline: base.as_ref().and_then(|b| serde_json::to_value(b).ok()),
+        clock_offset_ns: cli.clock_offset.unwrap_or(0),
+        agent: external_agent(cli)
+            .ok()
+            .flatten()
+            .map(|argv| observer::run::ExternalAgent {
+                argv,
+                task: cli.task.clone().unwrap_or_else(|| default_task(unit)),
+                passthrough: Vec::new(),
+            }),
         ..RunOptions::default()
     };
     let res = match observer::run::observe(&SkillInput::from(unit), &opts) {

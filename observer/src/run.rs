@@ -25,6 +25,79 @@ pub enum RunError {
     Image(#[from] image::ImageError),
     #[error("egress capture: {0}")]
     Egress(String),
+    #[error("external agent: {0}")]
+    Agent(String),
+}
+
+/// `--agent CMD`: an agent CLI run inside the jail instead of the built-in planner.
+#[derive(Debug, Clone)]
+pub struct ExternalAgent {
+    /// The command line (program first); the task is appended as the last argument.
+    pub argv: Vec<String>,
+    pub task: String,
+    /// Hosts the agent needs upstream (its model API), from `--passthrough`.
+    pub passthrough: Vec<String>,
+}
+
+/// Where an agent program given as a host path is installed in the jail (on the user's PATH).
+fn agent_install_path(home: &str, program: &str) -> Option<String> {
+    let name = std::path::Path::new(program).file_name()?.to_str()?;
+    Some(format!("{home}/.local/bin/{name}"))
+}
+
+/// The jail's step for an external agent; a program given as a host path is copied into the
+/// image (the jail sees no host path). Returns the step and the plan record.
+fn external_agent_step(
+    a: &ExternalAgent,
+    image: &mut Image,
+    step_ms: u64,
+    clock_offset_s: i64,
+) -> Result<(jail::spec::StepSpec, crate::report::plan::PlanRecord), RunError> {
+    use crate::report::plan::{AgentRecord, PlanRecord, PlanStepRecord};
+    let mut argv = a.argv.clone();
+    let program = argv
+        .first()
+        .cloned()
+        .ok_or_else(|| RunError::Agent("empty command".into()))?;
+    if program.contains('/') {
+        let data =
+            std::fs::read(&program).map_err(|e| RunError::Agent(format!("{program}: {e}")))?;
+        let dest = agent_install_path(&image.home, &program)
+            .ok_or_else(|| RunError::Agent(format!("{program}: not a file name")))?;
+        image.entries.push(jail::spec::FsEntry::File {
+            path: dest.clone(),
+            mode: 0o755,
+            data,
+            mtime: None,
+        });
+        argv[0] = dest;
+    }
+    argv.push(a.task.clone());
+    let label = format!("external agent: {}", argv.join(" "));
+    let step = jail::spec::StepSpec::plain(
+        label.clone(),
+        argv.clone(),
+        image.workspace.clone(),
+        step_ms,
+    );
+    let record = PlanRecord {
+        steps: vec![PlanStepRecord {
+            id: 0,
+            kind: "external_agent".into(),
+            label,
+            argv: argv.clone(),
+            source: "--agent".into(),
+            ..Default::default()
+        }],
+        clock_offset_s,
+        agent: Some(AgentRecord {
+            argv,
+            task: a.task.clone(),
+            passthrough: a.passthrough.clone(),
+        }),
+        ..Default::default()
+    };
+    Ok((step, record))
 }
 
 /// The registry's values as egress canary needles.
@@ -169,6 +242,10 @@ pub struct RunOptions {
     /// Recorded in the trace header so a replay judges as the live run did.
     pub statics: Option<crate::model::StaticView>,
     pub baseline: Option<serde_json::Value>,
+    /// `--clock-offset`: added to every wall clock the jail reads (ns).
+    pub clock_offset_ns: i64,
+    /// Run this agent instead of the built-in planner.
+    pub agent: Option<ExternalAgent>,
 }
 
 impl Default for RunOptions {
@@ -185,6 +262,8 @@ impl Default for RunOptions {
             baseline: None,
             seed: None,
             egress: true,
+            clock_offset_ns: 0,
+            agent: None,
         }
     }
 }
@@ -278,6 +357,15 @@ pub fn incompleteness(outcome: &JailOutcome, timed_out: &[u32]) -> Vec<String> {
     r
 }
 
+/// Today in the jail: days since 1970-01-01 of the real date moved by the clock offset.
+fn today_days(clock_offset_ns: i64) -> i64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    (now + clock_offset_ns / 1_000_000_000).div_euclid(86_400)
+}
+
 pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunError> {
     // The image (with its planted credentials) is made before the clock of the run starts: the
     // budget and event times are the jail's.
@@ -315,29 +403,41 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
         .saturating_sub(opts.grace)
         .max(Duration::from_secs(1));
     let step_ms = step_timeout.as_millis() as u64;
-    let steps = match &opts.command {
-        Some(argv) => vec![jail::spec::StepSpec {
-            label: "command".into(),
-            argv: argv.clone(),
-            cwd: image.workspace.clone(),
-            timeout_ms: step_ms,
-            env: Vec::new(),
-            stdin: None,
-        }],
-        None => match &skill.unit {
-            Some(unit) => {
-                let mut ctx = agent::PlanContext::new(
-                    &image.skill_dir,
-                    &image.workspace,
-                    &image.home,
-                    step_ms,
-                );
-                ctx.env_names = image.env.iter().map(|(k, _)| k.clone()).collect();
-                agent::plan(unit, &ctx).step_specs()
-            }
-            None => {
-                agent::plan_scripts(&skill.scripts, &image.skill_dir, &image.workspace, step_ms)
-            }
+    let mut plan_record = None;
+    let steps = match (&opts.command, &opts.agent) {
+        (None, Some(a)) => {
+            let (step, rec) =
+                external_agent_step(a, &mut image, step_ms, opts.clock_offset_ns / 1_000_000_000)?;
+            plan_record = serde_json::to_value(rec).ok();
+            vec![step]
+        }
+        _ => match &opts.command {
+            Some(argv) => vec![jail::spec::StepSpec::plain(
+                "command".into(),
+                argv.clone(),
+                image.workspace.clone(),
+                step_ms,
+            )],
+            None => match &skill.unit {
+                Some(unit) => {
+                    let mut ctx = agent::PlanContext::new(
+                        &image.skill_dir,
+                        &image.workspace,
+                        &image.home,
+                        step_ms,
+                    );
+                    ctx.env_names = image.env.iter().map(|(k, _)| k.clone()).collect();
+                    ctx.today_days = Some(today_days(opts.clock_offset_ns));
+                    let plan = agent::plan(unit, &ctx);
+                    plan_record =
+                        serde_json::to_value(plan.record(opts.clock_offset_ns / 1_000_000_000))
+                            .ok();
+                    plan.step_specs()
+                }
+                None => {
+                    agent::plan_scripts(&skill.scripts, &image.skill_dir, &image.workspace, step_ms)
+                }
+            },
         },
     };
     let mut spec = image.jail_spec(
@@ -349,6 +449,9 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
     );
     spec.traced = opts.traced;
     spec.egress = opts.egress;
+    spec.clock_offset_ns = opts.clock_offset_ns;
+    // Setup (image, egress start) comes out of the same wall-clock budget.
+    spec.steps_budget_ms = step_ms.saturating_sub(2_000).max(1_000);
 
     let (trace_path, kept) = match &opts.record {
         Some(p) => (p.clone(), true),
@@ -365,6 +468,7 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
     header.context = image.context.clone();
     header.statics = opts.statics.clone();
     header.baseline = opts.baseline.clone();
+    header.plan = plan_record;
     let file = std::fs::File::create(&trace_path).map_err(crate::trace::TraceError::Io)?;
     let writer: SharedWriter = std::sync::Arc::new(std::sync::Mutex::new(TraceWriter::new(
         std::io::BufWriter::with_capacity(1 << 16, file),

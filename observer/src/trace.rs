@@ -48,6 +48,9 @@ pub struct TraceHeader {
     /// The drift baseline the live run was judged against (a `BaselineSummary`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<serde_json::Value>,
+    /// The agent's plan (a `report::plan::PlanRecord`), so the report shows plan and coverage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<serde_json::Value>,
 }
 
 /// The layout of the jail the events refer to (all paths as seen inside the jail).
@@ -110,6 +113,7 @@ impl TraceHeader {
             context: RunContext::default(),
             statics: None,
             baseline: None,
+            plan: None,
         }
     }
 }

@@ -11,6 +11,7 @@
 mod classify;
 mod claude_hooks;
 mod commands;
+pub mod dated;
 mod docs;
 mod gates;
 mod hooks;
@@ -62,6 +63,9 @@ pub struct PlanContext {
     pub env_names: Vec<String>,
     pub max_steps: usize,
     pub max_variations_per_script: usize,
+    /// Today in the jail (days since 1970-01-01, `--clock-offset` included); `None` plans no
+    /// dated pass.
+    pub today_days: Option<i64>,
 }
 
 impl PlanContext {
@@ -79,6 +83,7 @@ impl PlanContext {
                 "src/index.js".into(),
             ],
             env_names: Vec::new(),
+            today_days: None,
             max_steps: DEFAULT_MAX_STEPS,
             max_variations_per_script: DEFAULT_MAX_VARIATIONS,
         }
@@ -162,6 +167,13 @@ pub struct PlannedStep {
     /// Bundled scripts (relative paths) this step runs.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub scripts: Vec<String>,
+    /// Wall-clock offset of the dated pass (ns); 0 for the first pass.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub clock_offset_ns: i64,
+}
+
+fn is_zero(v: &i64) -> bool {
+    *v == 0
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -175,6 +187,8 @@ pub struct Plan {
     pub over_limit: Vec<PlannedStep>,
     /// Bundled scripts the plan can run (the denominator of script coverage).
     pub scripts: Vec<String>,
+    /// Days the dated pass moves the clock (see dated.rs); `None`: no dated pass.
+    pub dated_pass_days: Option<i64>,
 }
 
 /// What makes two steps the same: argv, cwd, extra environment, input.
@@ -322,7 +336,15 @@ pub fn plan(unit: &SkillUnit, ctx: &PlanContext) -> Plan {
             drafts.push(d);
         }
     }
-    finish(drafts, not_run, runnable, ctx)
+    let mut plan = finish(drafts, not_run, runnable, ctx);
+    if let Some(today) = ctx.today_days {
+        if let Some(days) = dated::offset_days(&dated::scan_unit(unit), today) {
+            let extra = dated::dated_steps(&plan.steps, days, ctx);
+            plan.steps.extend(extra);
+            plan.dated_pass_days = Some(days);
+        }
+    }
+    plan
 }
 
 /// Ids, de-duplication (same argv, cwd, environment and input: the first one stays), the step
@@ -365,6 +387,7 @@ fn finish(
             source: d.source,
             gate,
             scripts: d.scripts,
+            clock_offset_ns: 0,
         };
         if steps.len() < ctx.max_steps {
             if let Some(g) = &step.gate {
@@ -383,6 +406,7 @@ fn finish(
         not_run,
         over_limit: over,
         scripts,
+        dated_pass_days: None,
     }
 }
 
@@ -430,6 +454,7 @@ impl PlannedStep {
             timeout_ms: self.timeout_ms,
             env: self.env_extra.clone(),
             stdin: self.stdin.clone(),
+            clock_offset_ns: self.clock_offset_ns,
         }
     }
 }
@@ -437,6 +462,51 @@ impl PlannedStep {
 impl Plan {
     pub fn step_specs(&self) -> Vec<StepSpec> {
         self.steps.iter().map(PlannedStep::to_step_spec).collect()
+    }
+
+    /// The plan as the trace header records it (for the report's plan and coverage).
+    pub fn record(&self, clock_offset_s: i64) -> crate::report::plan::PlanRecord {
+        use crate::report::plan::{GateRecord, NotRun, PlanRecord, PlanStepRecord};
+        PlanRecord {
+            steps: self
+                .steps
+                .iter()
+                .map(|s| PlanStepRecord {
+                    id: s.id,
+                    kind: serde_json::to_value(s.kind)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default(),
+                    label: s.label.clone(),
+                    argv: s.argv.clone(),
+                    source: s.source.to_string(),
+                    gate: s.gate.as_ref().map(|g| g.text.clone()),
+                    scripts: s.scripts.clone(),
+                    dated: s.clock_offset_ns != 0,
+                })
+                .collect(),
+            over_limit: self.over_limit.len(),
+            scripts: self.scripts.clone(),
+            ignored_gates: self
+                .ignored_gates
+                .iter()
+                .map(|g| GateRecord {
+                    text: g.text.clone(),
+                    source: g.source.to_string(),
+                })
+                .collect(),
+            not_run: self
+                .not_run
+                .iter()
+                .map(|(what, why)| NotRun {
+                    what: what.clone(),
+                    why: why.clone(),
+                })
+                .collect(),
+            dated_pass_days: self.dated_pass_days,
+            clock_offset_s,
+            agent: None,
+        }
     }
 }
 
@@ -472,6 +542,7 @@ pub fn plan_scripts(
             steps.push(StepSpec {
                 env: Vec::new(),
                 stdin: None,
+                clock_offset_ns: 0,
                 label: d.label,
                 argv: d.argv,
                 cwd: d.cwd,

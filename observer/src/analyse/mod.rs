@@ -92,6 +92,22 @@ fn parse_fidelity(s: Option<&str>) -> Option<Fidelity> {
 }
 
 /// Judge a trace.
+/// An external agent's own traffic to its passthrough hosts (its model API) is recorded but not
+/// the skill's: connections of the agent's process, and lookups of those names (DNS queries carry
+/// no process). The same host reached by any other process still counts.
+fn drop_agent_passthrough(o: &mut observe::Observations, a: &crate::report::plan::AgentReport) {
+    let Some(root) = a.pid else { return };
+    let listed = |name: &str| {
+        let n = name.trim_end_matches('.').to_ascii_lowercase();
+        a.passthrough.iter().any(|h| {
+            let h = h.trim_end_matches('.').to_ascii_lowercase();
+            n == h || n.ends_with(&format!(".{h}"))
+        })
+    };
+    o.egress
+        .retain(|g| !(listed(&g.host.name) && (g.pid == root || g.via == "dns")));
+}
+
 pub fn analyse(
     trace: &Trace,
     statics: &StaticView,
@@ -102,6 +118,15 @@ pub fn analyse(
     events.sort_by_key(|e| e.seq);
     let layout = Layout::from_context(&trace.header.context, &trace.header.os);
     let mut o = observe::observe(trace, &layout, &events);
+    let plan = trace
+        .header
+        .plan
+        .as_ref()
+        .and_then(|v| serde_json::from_value::<crate::report::plan::PlanRecord>(v.clone()).ok())
+        .map(|rec| crate::report::plan::plan_report(&rec, &events));
+    if let Some(a) = plan.as_ref().and_then(|p| p.agent.as_ref()) {
+        drop_agent_passthrough(&mut o, a);
+    }
     exec::classify_execution(&mut o, &layout);
 
     let mut profile = profile::build(&o, &events, statics, cfg);
@@ -236,6 +261,10 @@ pub fn analyse(
         complete = false;
         reasons.push("duplicate event sequence numbers".into());
     }
+    if let Some(why) = plan.as_ref().and_then(|p| p.incomplete_reason()) {
+        complete = false;
+        reasons.push(why);
+    }
     if ctx.home.is_empty() || ctx.workspace.is_empty() {
         complete = false;
         reasons.push("trace header has no run context: paths cannot be classified".into());
@@ -296,6 +325,7 @@ pub fn analyse(
         score,
         band,
         verdict,
+        plan,
     }
 }
 

@@ -21,6 +21,7 @@ const JEQ_K: u16 = 0x15;
 const JGE_K: u16 = 0x35;
 const JSET_K: u16 = 0x45;
 const RET_K: u16 = 0x06;
+const ALU_AND_K: u16 = 0x54;
 
 const OFF_NR: u32 = 0;
 const OFF_ARCH: u32 = 4;
@@ -201,8 +202,92 @@ pub fn build(extra_notify: &[i64]) -> Vec<sock_filter> {
     p.push(jump(JEQ_K, 0, 1, 0));
     p.push(stmt(RET_K, RET_USER_NOTIF));
     p.push(stmt(RET_K, RET_ALLOW));
+    time_rules(&mut p);
     p.push(stmt(RET_K, RET_ALLOW));
     p
+}
+
+/// Timed waits whose timeout is a register at least this long (ms) stop for ptrace.
+pub const LONG_WAIT_MS: u32 = 1000;
+
+/// Appends `if nr == X { body }` (the body must end in a return).
+fn guarded(p: &mut Vec<sock_filter>, nr: i64, body: &[sock_filter]) {
+    p.push(jump(JEQ_K, nr as u32, 0, body.len() as u8));
+    p.extend_from_slice(body);
+}
+
+/// `RET_TRACE` when the pointer argument `i` is not NULL (both halves checked).
+fn trace_if_pointer(i: u32) -> [sock_filter; 7] {
+    [
+        stmt(LD_W_ABS, off_arg_lo(i)),
+        jump(JEQ_K, 0, 1, 0),
+        stmt(RET_K, RET_TRACE),
+        stmt(LD_W_ABS, off_arg_hi(i)),
+        jump(JEQ_K, 0, 1, 0),
+        stmt(RET_K, RET_TRACE),
+        stmt(RET_K, RET_ALLOW),
+    ]
+}
+
+/// Virtual time (tracer/clock.rs): clock reads and sleeps go to the tracer; waits with a long
+/// timeout stop for ptrace so the timeout can be shortened and the rest skipped. CPU-time clocks
+/// are left alone, and so are waits without a timeout or with a short one, which keeps the cost
+/// off the hot paths (futex without timeout, epoll_wait(0)).
+fn time_rules(p: &mut Vec<sock_filter>) {
+    for nr in [libc::SYS_gettimeofday, libc::SYS_time, libc::SYS_nanosleep] {
+        guarded(p, nr, &[stmt(RET_K, RET_USER_NOTIF)]);
+    }
+    // clock id in arg 0: 2 and 3 are the CPU clocks, negative ids are per-process CPU clocks.
+    for nr in [libc::SYS_clock_gettime, libc::SYS_clock_nanosleep] {
+        guarded(
+            p,
+            nr,
+            &[
+                stmt(LD_W_ABS, off_arg_lo(0)),
+                jump(JEQ_K, 2, 3, 0),
+                jump(JEQ_K, 3, 2, 0),
+                jump(JSET_K, 0x8000_0000, 1, 0),
+                stmt(RET_K, RET_USER_NOTIF),
+                stmt(RET_K, RET_ALLOW),
+            ],
+        );
+    }
+    // int timeouts in ms: negative means forever.
+    for (nr, arg) in [
+        (libc::SYS_poll, 2),
+        (libc::SYS_epoll_wait, 3),
+        (libc::SYS_epoll_pwait, 3),
+    ] {
+        guarded(
+            p,
+            nr,
+            &[
+                stmt(LD_W_ABS, off_arg_lo(arg)),
+                jump(JSET_K, 0x8000_0000, 2, 0),
+                jump(JGE_K, LONG_WAIT_MS, 0, 1),
+                stmt(RET_K, RET_TRACE),
+                stmt(RET_K, RET_ALLOW),
+            ],
+        );
+    }
+    // Timeouts behind a pointer: the tracer reads them.
+    for (nr, arg) in [
+        (libc::SYS_select, 4),
+        (libc::SYS_pselect6, 4),
+        (libc::SYS_ppoll, 2),
+        (libc::SYS_epoll_pwait2, 3),
+    ] {
+        guarded(p, nr, &trace_if_pointer(arg));
+    }
+    // futex: only FUTEX_WAIT and FUTEX_WAIT_BITSET with a timeout.
+    let mut futex = vec![
+        stmt(LD_W_ABS, off_arg_lo(1)),
+        stmt(ALU_AND_K, 0x7f),
+        jump(JEQ_K, libc::FUTEX_WAIT as u32, 1, 0),
+        jump(JEQ_K, libc::FUTEX_WAIT_BITSET as u32, 0, 6),
+    ];
+    futex.extend_from_slice(&trace_if_pointer(3));
+    guarded(p, libc::SYS_futex, &futex);
 }
 
 pub fn syscall_name(nr: i64) -> &'static str {
@@ -280,6 +365,19 @@ pub fn syscall_name(nr: i64) -> &'static str {
         libc::SYS_iopl => "iopl",
         libc::SYS_ioperm => "ioperm",
         libc::SYS_uselib => "uselib",
+        libc::SYS_clock_gettime => "clock_gettime",
+        libc::SYS_gettimeofday => "gettimeofday",
+        libc::SYS_time => "time",
+        libc::SYS_nanosleep => "nanosleep",
+        libc::SYS_clock_nanosleep => "clock_nanosleep",
+        libc::SYS_poll => "poll",
+        libc::SYS_ppoll => "ppoll",
+        libc::SYS_select => "select",
+        libc::SYS_pselect6 => "pselect6",
+        libc::SYS_epoll_wait => "epoll_wait",
+        libc::SYS_epoll_pwait => "epoll_pwait",
+        libc::SYS_epoll_pwait2 => "epoll_pwait2",
+        libc::SYS_futex => "futex",
         _ => "unknown",
     }
 }
@@ -315,6 +413,10 @@ mod tests {
                         _ => a & i.k != 0,
                     };
                     pc += 1 + if t { i.jt as usize } else { i.jf as usize };
+                }
+                ALU_AND_K => {
+                    a &= i.k;
+                    pc += 1;
                 }
                 RET_K => return i.k,
                 c => panic!("unexpected op {c:#x}"),
@@ -398,6 +500,75 @@ mod tests {
             RET_USER_NOTIF
         );
         assert!(p.len() < 4096);
+    }
+
+    #[test]
+    fn time_calls() {
+        let p = build(&[]);
+        let x = AUDIT_ARCH_X86_64;
+        let call = |n: i64, args: [u64; 6]| run(&p, x, nr(n), args);
+        // Clock reads: wall and steady clocks go to the tracer, CPU clocks do not.
+        assert_eq!(call(libc::SYS_clock_gettime, [0; 6]), RET_USER_NOTIF);
+        assert_eq!(
+            call(libc::SYS_clock_gettime, [1, 0, 0, 0, 0, 0]),
+            RET_USER_NOTIF
+        );
+        assert_eq!(call(libc::SYS_clock_gettime, [2, 0, 0, 0, 0, 0]), RET_ALLOW);
+        assert_eq!(call(libc::SYS_clock_gettime, [3, 0, 0, 0, 0, 0]), RET_ALLOW);
+        let per_pid_cpu = (-6i64) as u64;
+        assert_eq!(
+            call(libc::SYS_clock_gettime, [per_pid_cpu, 0, 0, 0, 0, 0]),
+            RET_ALLOW
+        );
+        assert_eq!(call(libc::SYS_gettimeofday, [0; 6]), RET_USER_NOTIF);
+        assert_eq!(call(libc::SYS_time, [0; 6]), RET_USER_NOTIF);
+        assert_eq!(call(libc::SYS_nanosleep, [0; 6]), RET_USER_NOTIF);
+        assert_eq!(
+            call(libc::SYS_clock_nanosleep, [1, 1, 0, 0, 0, 0]),
+            RET_USER_NOTIF
+        );
+        assert_eq!(call(libc::SYS_clock_getres, [0; 6]), RET_ALLOW);
+        // int timeouts: long ones stop for ptrace, short and infinite ones do not.
+        assert_eq!(
+            call(libc::SYS_epoll_wait, [3, 0, 8, 900_000, 0, 0]),
+            RET_TRACE
+        );
+        assert_eq!(call(libc::SYS_epoll_wait, [3, 0, 8, 10, 0, 0]), RET_ALLOW);
+        let forever = (-1i32) as u32 as u64;
+        assert_eq!(
+            call(libc::SYS_epoll_wait, [3, 0, 8, forever, 0, 0]),
+            RET_ALLOW
+        );
+        assert_eq!(call(libc::SYS_poll, [0, 0, 5000, 0, 0, 0]), RET_TRACE);
+        assert_eq!(call(libc::SYS_poll, [0, 0, 0, 0, 0, 0]), RET_ALLOW);
+        // Pointer timeouts: any non-NULL pointer, either half.
+        assert_eq!(call(libc::SYS_select, [0, 0, 0, 0, 0x7ff0, 0]), RET_TRACE);
+        assert_eq!(
+            call(libc::SYS_select, [0, 0, 0, 0, 0x7f_0000_0000, 0]),
+            RET_TRACE
+        );
+        assert_eq!(call(libc::SYS_select, [1, 0, 0, 0, 0, 0]), RET_ALLOW);
+        assert_eq!(call(libc::SYS_ppoll, [0, 0, 0x1000, 0, 0, 0]), RET_TRACE);
+        // futex: timed waits only; a private-flagged wait counts too.
+        let wait_private = (libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG) as u64;
+        assert_eq!(
+            call(libc::SYS_futex, [0x10, wait_private, 0, 0x1000, 0, 0]),
+            RET_TRACE
+        );
+        assert_eq!(
+            call(libc::SYS_futex, [0x10, wait_private, 0, 0, 0, 0]),
+            RET_ALLOW
+        );
+        let bitset = (libc::FUTEX_WAIT_BITSET | libc::FUTEX_CLOCK_REALTIME) as u64;
+        assert_eq!(
+            call(libc::SYS_futex, [0x10, bitset, 0, 0x1000, 0, 0]),
+            RET_TRACE
+        );
+        let wake = libc::FUTEX_WAKE as u64;
+        assert_eq!(
+            call(libc::SYS_futex, [0x10, wake, 1, 0x1000, 0, 0]),
+            RET_ALLOW
+        );
     }
 
     #[test]

@@ -377,6 +377,26 @@ pub fn after_reexec() -> ! {
     run_steps(&spec, go, ctl_fd)
 }
 
+/// A short sleep that the virtual clock does not intercept (a `poll` with a timeout below
+/// `filter::LONG_WAIT_MS` is not sent to the tracer; nanosleep would be, once per call).
+fn nap(ms: i32) {
+    // SAFETY: poll on no descriptors is a plain sleep.
+    unsafe { libc::poll(std::ptr::null_mut(), 0, ms) };
+}
+
+/// A step's budget: its own cap, but no more than an equal share of what is left of the run's
+/// step budget, so one hanging step cannot starve the steps after it.
+pub fn step_deadline_ms(own_ms: u64, budget_ms: u64, used_ms: u64, steps_left: usize) -> u64 {
+    if budget_ms == 0 || steps_left == 0 {
+        return own_ms;
+    }
+    let share = budget_ms.saturating_sub(used_ms) / steps_left as u64;
+    own_ms.min(share.max(MIN_STEP_MS))
+}
+
+/// The least a step is given, even when the run's budget is nearly spent.
+const MIN_STEP_MS: u64 = 2_000;
+
 fn run_steps(spec: &JailSpec, go: RawFd, ctl_fd: RawFd) -> ! {
     match apply_landlock(&spec.rw_mounts) {
         Ok(s) => ctl(ctl_fd, &format!("landlock {s}")),
@@ -395,6 +415,7 @@ fn run_steps(spec: &JailSpec, go: RawFd, ctl_fd: RawFd) -> ! {
     // SAFETY: plain prctl.
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
 
+    let steps_began = Instant::now();
     for (i, step) in spec.steps.iter().enumerate() {
         // Steps past the pipe limit share the last pipe.
         let slot = if spec.traced {
@@ -429,7 +450,12 @@ fn run_steps(spec: &JailSpec, go: RawFd, ctl_fd: RawFd) -> ! {
             }
         };
         drop(out_w);
-        let deadline = Duration::from_millis(step.timeout_ms);
+        let deadline = Duration::from_millis(step_deadline_ms(
+            step.timeout_ms,
+            spec.steps_budget_ms,
+            steps_began.elapsed().as_millis() as u64,
+            spec.steps.len() - i,
+        ));
         let mut timed_out = false;
         let status = loop {
             match reap_nohang() {
@@ -445,7 +471,7 @@ fn run_steps(spec: &JailSpec, go: RawFd, ctl_fd: RawFd) -> ! {
                     libc::kill(pid, libc::SIGKILL);
                 }
             }
-            std::thread::sleep(Duration::from_millis(2));
+            nap(2);
         };
         let (code, sig) = if libc::WIFEXITED(status) {
             (libc::WEXITSTATUS(status).to_string(), "-".to_string())
@@ -462,16 +488,36 @@ fn run_steps(spec: &JailSpec, go: RawFd, ctl_fd: RawFd) -> ! {
         if no_children_left() {
             break;
         }
-        std::thread::sleep(Duration::from_millis(5));
+        nap(5);
     }
     let lingering = !no_children_left();
     // SAFETY: kill(-1) from pid 1 signals every other process of the jail's pid namespace.
     unsafe { libc::kill(-1, libc::SIGKILL) };
     while !no_children_left() {
         while reap_nohang().is_some() {}
-        std::thread::sleep(Duration::from_millis(1));
+        nap(1);
     }
     ctl(ctl_fd, &format!("done {}", lingering as u8));
     // SAFETY: terminating pid 1 ends the namespace.
     unsafe { libc::_exit(0) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::step_deadline_ms;
+
+    #[test]
+    fn a_hanging_step_only_takes_its_share() {
+        // 10 steps, 100 s: the first gets 10 s, not the whole budget.
+        assert_eq!(step_deadline_ms(100_000, 100_000, 0, 10), 10_000);
+        // Later steps get an equal share of what is left.
+        assert_eq!(step_deadline_ms(100_000, 100_000, 10_000, 9), 10_000);
+        // Fast earlier steps leave more for later ones.
+        assert_eq!(step_deadline_ms(100_000, 100_000, 1_000, 2), 49_500);
+        // Never below the floor, never above the step's own cap.
+        assert_eq!(step_deadline_ms(100_000, 100_000, 99_000, 5), 2_000);
+        assert_eq!(step_deadline_ms(5_000, 100_000, 0, 1), 5_000);
+        // No run budget: the step's own cap.
+        assert_eq!(step_deadline_ms(7_000, 0, 0, 3), 7_000);
+    }
 }

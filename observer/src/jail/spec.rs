@@ -37,6 +37,24 @@ pub struct StepSpec {
     /// Given on stdin (bounded to one pipe buffer); `/dev/null` otherwise.
     #[serde(default)]
     pub stdin: Option<String>,
+    /// Added to the wall clock while this step runs (the dated pass), on top of the run's offset.
+    #[serde(default)]
+    pub clock_offset_ns: i64,
+}
+
+impl StepSpec {
+    /// A step with no extra environment, no input and the real date.
+    pub fn plain(label: String, argv: Vec<String>, cwd: String, timeout_ms: u64) -> Self {
+        StepSpec {
+            label,
+            argv,
+            cwd,
+            timeout_ms,
+            env: Vec::new(),
+            stdin: None,
+            clock_offset_ns: 0,
+        }
+    }
 }
 
 /// Per-run resource limits (rlimits and tmpfs sizes).
@@ -105,6 +123,13 @@ pub struct JailSpec {
     /// measure what tracing costs.
     #[serde(default = "yes")]
     pub traced: bool,
+    /// Real time all steps together may take (ms); each step gets at most an equal share of what
+    /// is left (0: no sharing, each step only has its own cap).
+    #[serde(default)]
+    pub steps_budget_ms: u64,
+    /// `--clock-offset`: added to every wall clock the jail reads (ns).
+    #[serde(default)]
+    pub clock_offset_ns: i64,
 }
 
 fn yes() -> bool {

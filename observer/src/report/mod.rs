@@ -5,6 +5,7 @@
 //! (`run.started_at`, `baseline.accepted_at`) come from the inputs, never from the clock.
 
 mod html;
+pub mod plan;
 mod summary;
 
 pub use html::render_html;
@@ -177,6 +178,9 @@ pub struct Report {
     pub score: u32,
     pub band: Band,
     pub verdict: Verdict,
+    /// The agent's plan, what ran and coverage (absent when the trace recorded no plan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<plan::PlanReport>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

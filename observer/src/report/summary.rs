@@ -55,6 +55,24 @@ pub fn summary(r: &Report) -> String {
             "  ({info} informational finding(s) about declared behaviour)\n"
         ));
     }
+    if let Some(p) = &r.plan {
+        let c = &p.coverage;
+        let mut line = format!(
+            "  plan: {}/{} steps ran, {}/{} scripts executed",
+            c.steps_run, c.steps_found, c.scripts_executed, c.scripts_bundled
+        );
+        if !p.ignored_gates.is_empty() {
+            line.push_str(&format!(
+                ", {} prose gate(s) run past",
+                p.ignored_gates.len()
+            ));
+        }
+        if let Some(d) = p.dated_pass_days {
+            line.push_str(&format!(", dated pass +{d} d"));
+        }
+        s.push_str(&line);
+        s.push('\n');
+    }
     if !r.run.complete {
         s.push_str("  incomplete run:\n");
         for reason in &r.run.incomplete_reasons {

@@ -12,8 +12,10 @@
 //!
 //! See docs/architecture.md for the measurements behind this choice.
 
+pub mod clock;
 mod notify;
 mod ptrace;
+mod timewarp;
 
 use crate::jail::spec::JailSpec;
 use crate::jail::sys::{self, write_all_fd};
@@ -82,6 +84,7 @@ pub struct Tracer {
     listener_hup: bool,
     untraced: bool,
     out_buf: std::cell::RefCell<Vec<u8>>,
+    time: timewarp::TimeState,
 }
 
 impl Tracer {
@@ -93,6 +96,8 @@ impl Tracer {
         ctl: OwnedFd,
         out_fd: RawFd,
     ) -> Self {
+        let mut time = timewarp::TimeState::default();
+        time.clock.wall_offset_ns = spec.clock_offset_ns;
         let mut tasks = HashMap::new();
         tasks.insert(
             init_pid,
@@ -123,6 +128,7 @@ impl Tracer {
             listener_hup: false,
             untraced: false,
             out_buf: std::cell::RefCell::new(Vec::with_capacity(OUT_BATCH + 4096)),
+            time,
         }
     }
 
@@ -289,12 +295,13 @@ impl Tracer {
                     .and_then(|s| s.parse().ok())
                     .ok_or("bad start line")?;
                 self.announced_step = Some(step);
-                let (label, argv) = self
+                let (label, argv, offset) = self
                     .spec
                     .steps
                     .get(step as usize)
-                    .map(|s| (s.label.clone(), s.argv.clone()))
+                    .map(|s| (s.label.clone(), s.argv.clone(), s.clock_offset_ns))
                     .unwrap_or_default();
+                self.set_step_offset(offset);
                 self.emit_step(step, EventKind::StepStart { label, argv });
                 write_all_fd(self.go.as_raw_fd(), b"g").map_err(|e| e.to_string())?;
             }
@@ -374,6 +381,7 @@ impl Tracer {
     /// Runs until the jail's init has exited and all its lines are read. Returns the exit code.
     pub fn run(&mut self) -> i32 {
         let code = self.run_inner();
+        self.time_summary();
         self.flush_out();
         code
     }
@@ -435,6 +443,9 @@ impl Tracer {
                 self.ptrace_drain();
                 sigchld = false;
             }
+            if let Some(l) = self.listener.as_ref().map(|l| l.as_raw_fd()) {
+                self.wake_due(l);
+            }
             if self.init_exited && self.ctl_eof {
                 break;
             }
@@ -470,12 +481,16 @@ impl Tracer {
             // SAFETY: pfds is a valid array of pollfd.
             // A short first wait: a busy task's next call usually comes within it, and the batch
             // keeps growing; only a real pause hands the batch over.
-            let mut r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 1) };
-            if r == 0 {
-                // Nothing waiting: a good moment to hand the batch over, then sleep.
+            let first = self.next_wake_ms(1);
+            // SAFETY: pfds is a valid array of pollfd.
+            let mut r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, first) };
+            if r == 0 && first > 0 {
+                // Nothing waiting: a good moment to hand the batch over, then sleep (no longer
+                // than the next held sleep is due).
                 self.flush_out();
+                let wait = self.next_wake_ms(200);
                 // SAFETY: as above.
-                r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 200) };
+                r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, wait) };
             }
             if r < 0 {
                 continue;

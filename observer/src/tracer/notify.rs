@@ -140,11 +140,11 @@ fn sysres(r: &Result<i64, i32>) -> SysResult {
     }
 }
 
-struct Call {
-    id: u64,
-    tid: i32,
-    nr: i64,
-    args: [u64; 6],
+pub(super) struct Call {
+    pub id: u64,
+    pub tid: i32,
+    pub nr: i64,
+    pub args: [u64; 6],
 }
 
 impl Tracer {
@@ -242,6 +242,11 @@ impl Tracer {
             libc::SYS_connect | libc::SYS_bind => self.do_sock_addr(listener, c),
             libc::SYS_listen => self.do_listen(c),
             libc::SYS_uname => Some(self.do_uname(c)),
+            libc::SYS_clock_gettime
+            | libc::SYS_gettimeofday
+            | libc::SYS_time
+            | libc::SYS_nanosleep
+            | libc::SYS_clock_nanosleep => self.do_time(listener, c),
             libc::SYS_sendto | libc::SYS_sendmsg | libc::SYS_sendmmsg => {
                 self.record_send(c);
                 let _ = sys::notif_continue(listener, c.id);

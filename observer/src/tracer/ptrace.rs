@@ -45,6 +45,38 @@ fn regs(pid: i32) -> Option<libc::user_regs_struct> {
     (rc == 0).then_some(r)
 }
 
+/// Hides the vDSO from the new program: its auxiliary vector entry `AT_SYSINFO_EHDR` becomes
+/// `AT_IGNORE`, so libc (and Go's runtime) make real clock syscalls, which the virtual clock
+/// answers. Called at the exec's syscall exit, when the stack is exactly as the kernel built it:
+/// argc, argv, NULL, envp, NULL, then the auxv pairs.
+fn disable_vdso(pid: i32) {
+    const AT_NULL: u64 = 0;
+    const AT_IGNORE: u64 = 1;
+    const AT_SYSINFO_EHDR: u64 = 33;
+    let Some(r) = regs(pid) else { return };
+    let mut buf = vec![0u8; 64 * 1024];
+    let Ok(n) = sys::read_mem(pid, r.rsp, &mut buf) else {
+        return;
+    };
+    let words: Vec<u64> = buf[..n - n % 8]
+        .chunks_exact(8)
+        .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
+        .collect();
+    let Some(&argc) = words.first() else { return };
+    let mut i = (argc as usize).saturating_add(2);
+    while i < words.len() && words[i] != 0 {
+        i += 1;
+    }
+    i += 1;
+    while i + 1 < words.len() && words[i] != AT_NULL {
+        if words[i] == AT_SYSINFO_EHDR {
+            let _ = sys::write_mem(pid, r.rsp + 8 * i as u64, &AT_IGNORE.to_ne_bytes());
+            return;
+        }
+        i += 2;
+    }
+}
+
 fn arch_name(arch: u32) -> String {
     match arch {
         0x4000_0003 => "i386".into(),
@@ -162,10 +194,14 @@ impl Tracer {
                 // Still inside execve: continue to its syscall-exit stop.
                 cont_syscall(pid);
             }
-            EV_SECCOMP => {
-                self.on_exec_entry(pid);
-                cont_syscall(pid);
-            }
+            EV_SECCOMP => match regs(pid) {
+                Some(r) if matches!(r.orig_rax as i64, libc::SYS_execve | libc::SYS_execveat) => {
+                    self.on_exec_entry(pid);
+                    cont_syscall(pid);
+                }
+                Some(r) if self.on_wait_entry(pid, r) => cont_syscall(pid),
+                _ => cont(pid, 0),
+            },
             EV_STOP => {
                 let t = self.task_mut(pid);
                 if !t.started {
@@ -183,7 +219,15 @@ impl Tracer {
                 }
             }
             0 if sig == (libc::SIGTRAP | 0x80) => {
-                self.on_exec_exit(pid);
+                if self.time.waits.contains_key(&pid) {
+                    if let Some(r) = regs(pid) {
+                        self.on_wait_exit(pid, r);
+                    } else {
+                        self.time.waits.remove(&pid);
+                    }
+                } else {
+                    self.on_exec_exit(pid);
+                }
                 cont(pid, 0);
             }
             0 => {
@@ -265,6 +309,9 @@ impl Tracer {
         } else {
             (SysResult::errno((-ret) as i32), None)
         };
+        if result.is_ok() {
+            disable_vdso(pid);
+        }
         let shim = result.is_ok() && self.spec.shims.contains(&p.path);
         let (program, argv) = (p.path.clone(), p.argv.clone());
         self.emit(

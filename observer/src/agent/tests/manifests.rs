@@ -163,6 +163,7 @@ fn step_spec_carries_environment_and_input() {
         source: Source::file("x"),
         gate: None,
         scripts: vec![],
+        clock_offset_ns: 0,
     };
     let spec = step.to_step_spec();
     // The jail applies env and stdin itself: argv is the program, no wrapper process.
