@@ -3,7 +3,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use observer::analyse::{self, AnalyseConfig};
-use observer::baseline::{self, BaselineStore, BaselineSummary, SqliteStore};
+use observer::baseline::{self, parse_fidelity, BaselineStore, BaselineSummary};
 use observer::model::{Fidelity, StaticView};
 use observer::report::{self, exit, Report};
 use observer::run::{RunOptions, SkillInput};
@@ -35,7 +35,8 @@ struct Cli {
     /// Keep the event trace (JSON Lines) here
     #[arg(long)]
     record: Option<PathBuf>,
-    /// Baseline store for drift (default: a per-user SQLite file)
+    /// Baseline store for drift: a SQLite file or a postgres:// URL (default: a per-user SQLite
+    /// file)
     #[arg(long)]
     baseline: Option<PathBuf>,
     /// Judge without any baseline (no drift, nothing stored)
@@ -84,7 +85,7 @@ enum Cmd {
     Baseline {
         #[command(subcommand)]
         op: BaselineOp,
-        /// Store file (default: the per-user store)
+        /// Store: a SQLite file or a postgres:// URL (default: the per-user SQLite file)
         #[arg(long, global = true)]
         store: Option<PathBuf>,
     },
@@ -144,19 +145,9 @@ fn not_yet(flag: &str) -> ExitCode {
     bad_input(format!("{flag} is not yet supported"))
 }
 
-fn parse_fidelity(s: &str) -> Option<Fidelity> {
-    match s {
-        "bundle" => Some(Fidelity::Bundle),
-        "prompt" => Some(Fidelity::Prompt),
-        _ => None,
-    }
-}
-
-fn open_store(path: Option<&Path>) -> anyhow::Result<SqliteStore> {
-    Ok(match path {
-        Some(p) => SqliteStore::open(p)?,
-        None => SqliteStore::open_default()?,
-    })
+/// A SQLite file, a `postgres://` URL, or the per-user SQLite file.
+fn open_store(path: Option<&Path>) -> anyhow::Result<Box<dyn BaselineStore>> {
+    Ok(baseline::open(path.map(Path::as_os_str))?)
 }
 
 fn weights(path: Option<&Path>) -> Result<AnalyseConfig, ExitCode> {
@@ -286,7 +277,7 @@ fn main() -> ExitCode {
     };
     let mut worst = exit::CLEAN;
     for unit in &units {
-        let c = match observe_one(unit, &cli, &cfg, store.as_ref()) {
+        let c = match observe_one(unit, &cli, &cfg, store.as_deref()) {
             Ok(c) => c,
             Err(e) => return e,
         };
@@ -300,7 +291,7 @@ fn observe_one(
     unit: &observer::bundle::SkillUnit,
     cli: &Cli,
     cfg: &AnalyseConfig,
-    store: Option<&SqliteStore>,
+    store: Option<&dyn BaselineStore>,
 ) -> Result<i32, ExitCode> {
     let statics: StaticView =
         observer::statics::static_view(unit, cli.static_file.as_deref()).map_err(bad_input)?;

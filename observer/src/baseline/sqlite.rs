@@ -2,7 +2,9 @@
 //! each write is one `BEGIN IMMEDIATE` transaction, readers never block writers, and a busy
 //! timeout rides out contention instead of failing.
 
-use super::{AcceptOutcome, BaselineEntry, BaselineError, BaselineStore, BaselineSummary};
+use super::{
+    parse_fidelity, AcceptOutcome, BaselineEntry, BaselineError, BaselineStore, BaselineSummary,
+};
 use crate::model::Fidelity;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::ffi::OsString;
@@ -134,14 +136,6 @@ impl SqliteStore {
             })?;
         s.accepted_at = at;
         Ok(Some(s))
-    }
-}
-
-fn parse_fidelity(s: &str) -> Option<Fidelity> {
-    match s {
-        "bundle" => Some(Fidelity::Bundle),
-        "prompt" => Some(Fidelity::Prompt),
-        _ => None,
     }
 }
 
