@@ -25,6 +25,8 @@ pub enum RunError {
     Image(#[from] image::ImageError),
     #[error("egress capture: {0}")]
     Egress(String),
+    #[error(transparent)]
+    Events(#[from] crate::events::EventsError),
 }
 
 /// The registry's values as egress canary needles.
@@ -156,6 +158,8 @@ pub struct RunOptions {
     pub timeout: Duration,
     /// Where the trace goes; a temporary file in the run directory otherwise.
     pub record: Option<PathBuf>,
+    /// A live copy of the trace (`--events FILE|-`, see `events.rs`).
+    pub events: Option<PathBuf>,
     pub limits: Limits,
     pub grace: Duration,
     /// Run this argv (in the workspace) as the only step instead of the agent's plan.
@@ -177,6 +181,7 @@ impl Default for RunOptions {
             os: "linux".into(),
             timeout: Duration::from_secs(120),
             record: None,
+            events: None,
             limits: Limits::default(),
             grace: Duration::from_secs(3),
             command: None,
@@ -204,7 +209,7 @@ pub struct RunResult {
 }
 
 type SharedWriter =
-    std::sync::Arc<std::sync::Mutex<TraceWriter<std::io::BufWriter<std::fs::File>>>>;
+    std::sync::Arc<std::sync::Mutex<TraceWriter<std::io::BufWriter<crate::events::Tee>>>>;
 
 /// Writes the jail's events into the trace file as they arrive (egress writes into the same
 /// writer from its own threads).
@@ -366,8 +371,12 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
     header.statics = opts.statics.clone();
     header.baseline = opts.baseline.clone();
     let file = std::fs::File::create(&trace_path).map_err(crate::trace::TraceError::Io)?;
+    let live = match &opts.events {
+        Some(p) => Some(crate::events::open_target(p)?),
+        None => None,
+    };
     let writer: SharedWriter = std::sync::Arc::new(std::sync::Mutex::new(TraceWriter::new(
-        std::io::BufWriter::with_capacity(1 << 16, file),
+        std::io::BufWriter::with_capacity(1 << 16, crate::events::Tee::new(file, live)),
         &header,
     )?));
     let mut egress: Option<EgressRuntime> = None;
