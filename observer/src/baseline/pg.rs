@@ -84,6 +84,7 @@ fn dec(stored: &str) -> String {
 pub struct PostgresStore {
     // The sync client needs `&mut` per query; one connection per store, as one per `observe`.
     client: Mutex<Client>,
+    cfg: postgres::Config,
     url: String,
 }
 
@@ -118,6 +119,7 @@ impl PostgresStore {
         })?;
         let store = PostgresStore {
             client: Mutex::new(client),
+            cfg,
             url: url.to_string(),
         };
         store.migrate().map_err(|e| err(e.to_string()))?;
@@ -135,8 +137,30 @@ impl PostgresStore {
         self.client.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn migrate(&self) -> Result<(), BaselineError> {
+    /// Runs `op` on the connection; when the connection turns out closed (the server restarted,
+    /// a proxy dropped it while a long run held it idle) reconnects and runs `op` once more, so
+    /// a run's baseline is not lost to an idle timeout. Every `op` is one transaction or one
+    /// statement, safe to repeat.
+    fn with<T>(
+        &self,
+        op: impl Fn(&mut Client) -> Result<T, BaselineError>,
+    ) -> Result<T, BaselineError> {
         let mut c = self.client();
+        match op(&mut c) {
+            Err(e) if c.is_closed() => {
+                tracing::info!("baseline store connection closed ({e}); reconnecting");
+                *c = self.cfg.connect(NoTls).map_err(db_err)?;
+                op(&mut c)
+            }
+            r => r,
+        }
+    }
+
+    fn migrate(&self) -> Result<(), BaselineError> {
+        self.with(PostgresStore::migrate_on)
+    }
+
+    fn migrate_on(c: &mut Client) -> Result<(), BaselineError> {
         let mut tx = c.transaction().map_err(db_err)?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
             .map_err(db_err)?;
@@ -222,13 +246,13 @@ impl PostgresStore {
 
 impl BaselineStore for PostgresStore {
     fn list(&self) -> Result<Vec<BaselineEntry>, BaselineError> {
-        let rows = self
-            .client()
-            .query(
+        let rows = self.with(|c| {
+            c.query(
                 "SELECT skill, fidelity, digest, accepted_at FROM skill_observer_baselines",
                 &[],
             )
-            .map_err(db_err)?;
+            .map_err(db_err)
+        })?;
         // Sorted here, on decoded names, in the byte order SQLite's ORDER BY gives.
         let mut out: Vec<BaselineEntry> = rows
             .into_iter()
@@ -256,7 +280,7 @@ impl BaselineStore for PostgresStore {
         skill: &str,
         fidelity: Fidelity,
     ) -> Result<Option<BaselineSummary>, BaselineError> {
-        PostgresStore::read(&mut *self.client(), skill, fidelity)
+        self.with(|c| PostgresStore::read(c, skill, fidelity))
     }
 
     fn accept(
@@ -268,7 +292,28 @@ impl BaselineStore for PostgresStore {
         stored.accepted_at = String::new();
         let json =
             serde_json::to_string(&stored).map_err(|e| BaselineError::Backend(e.to_string()))?;
-        let mut c = self.client();
+        self.with(|c| PostgresStore::accept_on(c, summary, &json, replace))
+    }
+
+    fn forget(&self, skill: &str, fidelity: Fidelity) -> Result<bool, BaselineError> {
+        let n = self.with(|c| {
+            c.execute(
+                "DELETE FROM skill_observer_baselines WHERE skill = $1 AND fidelity = $2",
+                &[&enc(skill), &fidelity.as_str()],
+            )
+            .map_err(db_err)
+        })?;
+        Ok(n > 0)
+    }
+}
+
+impl PostgresStore {
+    fn accept_on(
+        c: &mut Client,
+        summary: &BaselineSummary,
+        json: &str,
+        replace: bool,
+    ) -> Result<AcceptOutcome, BaselineError> {
         let mut tx = c.transaction().map_err(db_err)?;
         PostgresStore::lock_key(&mut tx, summary)?;
         let (skill, fid) = (&summary.skill, summary.fidelity.as_str());
@@ -318,17 +363,6 @@ impl BaselineStore for PostgresStore {
         };
         tx.commit().map_err(db_err)?;
         Ok(outcome)
-    }
-
-    fn forget(&self, skill: &str, fidelity: Fidelity) -> Result<bool, BaselineError> {
-        let n = self
-            .client()
-            .execute(
-                "DELETE FROM skill_observer_baselines WHERE skill = $1 AND fidelity = $2",
-                &[&enc(skill), &fidelity.as_str()],
-            )
-            .map_err(db_err)?;
-        Ok(n > 0)
     }
 }
 

@@ -471,3 +471,49 @@ macro_rules! suite {
 
 suite!(sqlite_store, Sqlite::new());
 suite!(postgres_store, Postgres::new());
+
+/// A worker holds its connection through a run of up to minutes; a server restart or a proxy's
+/// idle timeout in between must not cost the run its baseline.
+#[test]
+fn postgres_reconnects_after_the_server_drops_the_connection() {
+    let f = Postgres::new();
+    let store = f.open();
+    store.accept(&summary("demo", "a"), false).unwrap();
+    let killed: i64 = f
+        .conn()
+        .query_one(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()
+               AND application_name = 'skill-observer'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(killed, 1);
+    // termination is asynchronous: wait until the backend is gone, so the next call does meet a
+    // closed connection
+    let t0 = std::time::Instant::now();
+    let mut admin = f.conn();
+    while admin
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND application_name = 'skill-observer'",
+            &[],
+        )
+        .unwrap()
+        .get::<_, i64>(0)
+        > 0
+    {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "backend never ended"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(store.show("demo", Fidelity::Bundle).unwrap().is_some());
+    assert!(matches!(
+        store.accept(&summary("demo2", "b"), false).unwrap(),
+        AcceptOutcome::Inserted(_)
+    ));
+    assert_eq!(f.rows(), 2);
+}
