@@ -207,6 +207,43 @@ pub fn parse_fidelity(s: &str) -> Option<Fidelity> {
     }
 }
 
+/// A stored summary (JSON) and its acceptance time, as every backend keeps them.
+fn decode_summary(
+    skill: &str,
+    fidelity: Fidelity,
+    json: &str,
+    accepted_at: String,
+) -> Result<BaselineSummary, BaselineError> {
+    let mut s: BaselineSummary =
+        serde_json::from_str(json).map_err(|e| BaselineError::Corrupt {
+            skill: skill.to_string(),
+            fidelity: fidelity.as_str().to_string(),
+            msg: e.to_string(),
+        })?;
+    s.accepted_at = accepted_at;
+    Ok(s)
+}
+
+/// A `list` row from its stored columns.
+fn decode_entry(
+    skill: String,
+    fidelity: String,
+    digest: Option<String>,
+    accepted_at: String,
+) -> Result<BaselineEntry, BaselineError> {
+    let f = parse_fidelity(&fidelity).ok_or_else(|| BaselineError::Corrupt {
+        skill: skill.clone(),
+        fidelity: fidelity.clone(),
+        msg: "unknown fidelity".into(),
+    })?;
+    Ok(BaselineEntry {
+        skill,
+        fidelity: f,
+        digest,
+        accepted_at,
+    })
+}
+
 /// Opens the store `spec` names: a PostgreSQL URL, a SQLite file, or (`None`) the per-user
 /// SQLite file.
 pub fn open(spec: Option<&std::ffi::OsStr>) -> Result<Box<dyn BaselineStore>, BaselineError> {

@@ -5,7 +5,8 @@
 //! SQLite's `BEGIN IMMEDIATE` does.
 
 use super::{
-    parse_fidelity, AcceptOutcome, BaselineEntry, BaselineError, BaselineStore, BaselineSummary,
+    decode_entry, decode_summary, AcceptOutcome, BaselineEntry, BaselineError, BaselineStore,
+    BaselineSummary,
 };
 use crate::model::Fidelity;
 use postgres::{Client, NoTls, Transaction};
@@ -223,15 +224,7 @@ impl PostgresStore {
         let Some(row) = row else {
             return Ok(None);
         };
-        let (json, at): (String, String) = (row.get(0), row.get(1));
-        let mut s: BaselineSummary =
-            serde_json::from_str(&json).map_err(|e| BaselineError::Corrupt {
-                skill: skill.to_string(),
-                fidelity: fidelity.as_str().to_string(),
-                msg: e.to_string(),
-            })?;
-        s.accepted_at = at;
-        Ok(Some(s))
+        decode_summary(skill, fidelity, row.get(0), row.get(1)).map(Some)
     }
 
     fn lock_key(tx: &mut Transaction<'_>, s: &BaselineSummary) -> Result<(), BaselineError> {
@@ -256,20 +249,7 @@ impl BaselineStore for PostgresStore {
         // Sorted here, on decoded names, in the byte order SQLite's ORDER BY gives.
         let mut out: Vec<BaselineEntry> = rows
             .into_iter()
-            .map(|r| {
-                let (skill, fid): (String, String) = (dec(r.get(0)), r.get(1));
-                let fidelity = parse_fidelity(&fid).ok_or_else(|| BaselineError::Corrupt {
-                    skill: skill.clone(),
-                    fidelity: fid.clone(),
-                    msg: "unknown fidelity".into(),
-                })?;
-                Ok(BaselineEntry {
-                    skill,
-                    fidelity,
-                    digest: r.get(2),
-                    accepted_at: r.get(3),
-                })
-            })
+            .map(|r| decode_entry(dec(r.get(0)), r.get(1), r.get(2), r.get(3)))
             .collect::<Result<_, BaselineError>>()?;
         out.sort_by(|a, b| (&a.skill, a.fidelity.as_str()).cmp(&(&b.skill, b.fidelity.as_str())));
         Ok(out)

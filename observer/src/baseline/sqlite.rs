@@ -3,7 +3,8 @@
 //! timeout rides out contention instead of failing.
 
 use super::{
-    parse_fidelity, AcceptOutcome, BaselineEntry, BaselineError, BaselineStore, BaselineSummary,
+    decode_entry, decode_summary, AcceptOutcome, BaselineEntry, BaselineError, BaselineStore,
+    BaselineSummary,
 };
 use crate::model::Fidelity;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
@@ -125,17 +126,8 @@ impl SqliteStore {
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()?;
-        let Some((json, at)) = row else {
-            return Ok(None);
-        };
-        let mut s: BaselineSummary =
-            serde_json::from_str(&json).map_err(|e| BaselineError::Corrupt {
-                skill: skill.to_string(),
-                fidelity: fidelity.as_str().to_string(),
-                msg: e.to_string(),
-            })?;
-        s.accepted_at = at;
-        Ok(Some(s))
+        row.map(|(json, at)| decode_summary(skill, fidelity, &json, at))
+            .transpose()
     }
 }
 
@@ -158,17 +150,7 @@ impl BaselineStore for SqliteStore {
         let mut out = Vec::new();
         for row in rows {
             let (skill, fid, digest, accepted_at) = row?;
-            let fidelity = parse_fidelity(&fid).ok_or_else(|| BaselineError::Corrupt {
-                skill: skill.clone(),
-                fidelity: fid.clone(),
-                msg: "unknown fidelity".into(),
-            })?;
-            out.push(BaselineEntry {
-                skill,
-                fidelity,
-                digest,
-                accepted_at,
-            });
+            out.push(decode_entry(skill, fid, digest, accepted_at)?);
         }
         Ok(out)
     }
