@@ -517,3 +517,16 @@ fn postgres_reconnects_after_the_server_drops_the_connection() {
     ));
     assert_eq!(f.rows(), 2);
 }
+
+/// TLS is not built in: a URL that demands it is refused with a message saying so, never
+/// silently downgraded to plaintext.
+#[test]
+fn postgres_refuses_a_url_that_requires_tls() {
+    let url = super::test_pg_server::fresh_database();
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let e = open(Some(OsStr::new(&format!("{url}{sep}sslmode=require"))))
+        .err()
+        .expect("sslmode=require must not connect without TLS");
+    let m = e.to_string();
+    assert!(m.to_ascii_lowercase().contains("tls"), "{m}");
+}
