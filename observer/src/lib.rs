@@ -9,6 +9,7 @@ pub mod baseline;
 pub mod bundle;
 pub mod doctor;
 pub mod egress;
+pub mod events;
 pub mod image;
 pub mod jail;
 pub mod model;

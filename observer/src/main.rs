@@ -3,7 +3,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use observer::analyse::{self, AnalyseConfig};
-use observer::baseline::{self, BaselineStore, BaselineSummary, SqliteStore};
+use observer::baseline::{self, parse_fidelity, BaselineStore, BaselineSummary};
 use observer::model::{Fidelity, StaticView};
 use observer::report::{self, exit, Report};
 use observer::run::{RunOptions, SkillInput};
@@ -35,7 +35,12 @@ struct Cli {
     /// Keep the event trace (JSON Lines) here
     #[arg(long)]
     record: Option<PathBuf>,
-    /// Baseline store for drift (default: a per-user SQLite file)
+    /// Stream the trace live as JSON Lines while the run goes ("-" for stdout; the summary then
+    /// goes to stderr)
+    #[arg(long)]
+    events: Option<PathBuf>,
+    /// Baseline store for drift: a SQLite file or a postgres:// URL (default: a per-user SQLite
+    /// file)
     #[arg(long)]
     baseline: Option<PathBuf>,
     /// Judge without any baseline (no drift, nothing stored)
@@ -95,7 +100,7 @@ enum Cmd {
     Baseline {
         #[command(subcommand)]
         op: BaselineOp,
-        /// Store file (default: the per-user store)
+        /// Store: a SQLite file or a postgres:// URL (default: the per-user SQLite file)
         #[arg(long, global = true)]
         store: Option<PathBuf>,
     },
@@ -177,19 +182,9 @@ fn default_task(unit: &observer::bundle::SkillUnit) -> String {
     }
 }
 
-fn parse_fidelity(s: &str) -> Option<Fidelity> {
-    match s {
-        "bundle" => Some(Fidelity::Bundle),
-        "prompt" => Some(Fidelity::Prompt),
-        _ => None,
-    }
-}
-
-fn open_store(path: Option<&Path>) -> anyhow::Result<SqliteStore> {
-    Ok(match path {
-        Some(p) => SqliteStore::open(p)?,
-        None => SqliteStore::open_default()?,
-    })
+/// A SQLite file, a `postgres://` URL, or the per-user SQLite file.
+fn open_store(path: Option<&Path>) -> anyhow::Result<Box<dyn BaselineStore>> {
+    Ok(baseline::open(path.map(Path::as_os_str))?)
 }
 
 fn weights(path: Option<&Path>) -> Result<AnalyseConfig, ExitCode> {
@@ -200,10 +195,12 @@ fn weights(path: Option<&Path>) -> Result<AnalyseConfig, ExitCode> {
 }
 
 /// Writes the report where asked and the summary where it does not collide with it.
+/// `stdout_taken`: the events stream owns stdout, so the summary goes to stderr.
 fn deliver(
     r: &Report,
     report_to: Option<&Path>,
     html: Option<(&Path, &Trace)>,
+    stdout_taken: bool,
 ) -> anyhow::Result<()> {
     let json = r.to_json();
     let summary = report::summary(r);
@@ -214,9 +211,13 @@ fn deliver(
         }
         Some(p) => {
             std::fs::write(p, &json).with_context(|| format!("writing {}", p.display()))?;
-            print!("{summary}");
         }
-        None => print!("{summary}"),
+        None => {}
+    }
+    match report_to {
+        Some(p) if p == Path::new("-") => {}
+        _ if stdout_taken => eprint!("{summary}"),
+        _ => print!("{summary}"),
     }
     if let Some((p, t)) = html {
         std::fs::write(p, report::render_html(r, t))
@@ -302,9 +303,17 @@ fn main() -> ExitCode {
         Ok(u) => u,
         Err(e) => return bad_input(e),
     };
-    if units.len() > 1 && (cli.report.is_some() || cli.record.is_some() || cli.html.is_some()) {
+    if let Err(e) = check_outputs(&cli) {
+        return bad_input(e);
+    }
+    if units.len() > 1
+        && (cli.report.is_some()
+            || cli.record.is_some()
+            || cli.html.is_some()
+            || cli.events.is_some())
+    {
         return bad_input(format!(
-            "{} holds {} skills; point observe at one skill folder to use --report/--record/--html",
+            "{} holds {} skills; point observe at one skill folder to use --report/--record/--html/--events",
             skill.display(),
             units.len()
         ));
@@ -319,7 +328,7 @@ fn main() -> ExitCode {
     };
     let mut worst = exit::CLEAN;
     for unit in &units {
-        let c = match observe_one(unit, &cli, &cfg, store.as_ref()) {
+        let c = match observe_one(unit, &cli, &cfg, store.as_deref()) {
             Ok(c) => c,
             Err(e) => return e,
         };
@@ -329,11 +338,37 @@ fn main() -> ExitCode {
     code(worst)
 }
 
+/// Outputs that would collide, refused before anything runs.
+fn check_outputs(cli: &Cli) -> Result<(), String> {
+    let dash = |p: &Option<PathBuf>| p.as_deref() == Some(Path::new("-"));
+    if dash(&cli.report) && dash(&cli.events) {
+        return Err(
+            "--report - and --events - both want stdout; send one of them to a file".into(),
+        );
+    }
+    if let Some(p) = cli
+        .events
+        .as_deref()
+        .filter(|p| !observer::events::is_stdout(p))
+    {
+        let same = |o: &Option<PathBuf>| o.as_deref() == Some(p);
+        if same(&cli.report) || same(&cli.record) || same(&cli.html) {
+            return Err(format!(
+                "--events {} names the same file as another output",
+                p.display()
+            ));
+        }
+        // Fail now, as bad input, rather than after the image is built.
+        observer::events::open_target(p).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 fn observe_one(
     unit: &observer::bundle::SkillUnit,
     cli: &Cli,
     cfg: &AnalyseConfig,
-    store: Option<&SqliteStore>,
+    store: Option<&dyn BaselineStore>,
 ) -> Result<i32, ExitCode> {
     let statics: StaticView =
         observer::statics::static_view(unit, cli.static_file.as_deref()).map_err(bad_input)?;
@@ -347,6 +382,7 @@ fn observe_one(
         os: cli.os.clone(),
         timeout: std::time::Duration::from_secs(cli.timeout),
         record: cli.record.clone(),
+        events: cli.events.clone(),
         seed: cli.seed.clone(),
         statics: Some(statics.clone()),
         baseline: base.as_ref().and_then(|b| serde_json::to_value(b).ok()),
@@ -379,6 +415,9 @@ fn observe_one(
         &r,
         cli.report.as_deref(),
         cli.html.as_deref().map(|p| (p, &trace)),
+        cli.events
+            .as_deref()
+            .is_some_and(observer::events::is_stdout),
     )
     .map_err(internal)?;
     Ok(r.verdict.exit_code())
@@ -434,7 +473,7 @@ fn replay(
             .and_then(|v| serde_json::from_value(v).ok()),
     };
     let r = analyse::analyse(&t, &statics, base.as_ref(), &cfg);
-    match deliver(&r, report_to, None) {
+    match deliver(&r, report_to, None, false) {
         Ok(()) => code(r.verdict.exit_code()),
         Err(e) => internal(format!("{e:#}")),
     }

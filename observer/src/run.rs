@@ -27,6 +27,8 @@ pub enum RunError {
     Egress(String),
     #[error("external agent: {0}")]
     Agent(String),
+    #[error(transparent)]
+    Events(#[from] crate::events::EventsError),
 }
 
 /// `--agent CMD`: an agent CLI run inside the jail instead of the built-in planner.
@@ -229,6 +231,8 @@ pub struct RunOptions {
     pub timeout: Duration,
     /// Where the trace goes; a temporary file in the run directory otherwise.
     pub record: Option<PathBuf>,
+    /// A live copy of the trace (`--events FILE|-`, see `events.rs`).
+    pub events: Option<PathBuf>,
     pub limits: Limits,
     pub grace: Duration,
     /// Run this argv (in the workspace) as the only step instead of the agent's plan.
@@ -254,6 +258,7 @@ impl Default for RunOptions {
             os: "linux".into(),
             timeout: Duration::from_secs(120),
             record: None,
+            events: None,
             limits: Limits::default(),
             grace: Duration::from_secs(3),
             command: None,
@@ -283,7 +288,7 @@ pub struct RunResult {
 }
 
 type SharedWriter =
-    std::sync::Arc<std::sync::Mutex<TraceWriter<std::io::BufWriter<std::fs::File>>>>;
+    std::sync::Arc<std::sync::Mutex<TraceWriter<std::io::BufWriter<crate::events::Tee>>>>;
 
 /// Writes the jail's events into the trace file as they arrive (egress writes into the same
 /// writer from its own threads).
@@ -470,8 +475,12 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
     header.baseline = opts.baseline.clone();
     header.plan = plan_record;
     let file = std::fs::File::create(&trace_path).map_err(crate::trace::TraceError::Io)?;
+    let live = match &opts.events {
+        Some(p) => Some(crate::events::open_target(p)?),
+        None => None,
+    };
     let writer: SharedWriter = std::sync::Arc::new(std::sync::Mutex::new(TraceWriter::new(
-        std::io::BufWriter::with_capacity(1 << 16, file),
+        std::io::BufWriter::with_capacity(1 << 16, crate::events::Tee::new(file, live)),
         &header,
     )?));
     let mut egress: Option<EgressRuntime> = None;

@@ -1,11 +1,16 @@
 //! Baselines: the first accepted behavioural summary of a skill (keyed by name and fidelity), so a
 //! later run that shows new hosts, categories, programs or write classes raises `BEHAV_DRIFT`.
 //!
-//! [`BaselineStore`] is the storage interface; [`SqliteStore`] is the embedded implementation.
-//! A PostgreSQL store for a fleet (issue 8) implements the same trait.
+//! [`BaselineStore`] is the storage interface; [`SqliteStore`] is the embedded implementation and
+//! [`PostgresStore`] the one a fleet of workers shares (issue 8). [`open`] picks one from what
+//! `--baseline` / `--store` name: a `postgres://` or `postgresql://` URL, else a SQLite file.
 
+mod pg;
 mod sqlite;
+#[cfg(any(test, feature = "test-pg-server"))]
+pub mod test_pg_server;
 
+pub use pg::{is_postgres_url, redact, PostgresStore};
 pub use sqlite::{default_path, default_path_from, SqliteStore};
 
 use crate::model::{Category, Fidelity};
@@ -161,7 +166,7 @@ impl AcceptOutcome {
 
 /// A baseline store. Implementations must make `accept(_, false)` atomic: of several concurrent
 /// first accepts of one key exactly one is stored and every caller gets that one back.
-pub trait BaselineStore {
+pub trait BaselineStore: Send + Sync {
     fn list(&self) -> Result<Vec<BaselineEntry>, BaselineError>;
     fn show(
         &self,
@@ -193,3 +198,63 @@ pub fn establish(
         None => Ok(None),
     }
 }
+
+pub fn parse_fidelity(s: &str) -> Option<Fidelity> {
+    match s {
+        "bundle" => Some(Fidelity::Bundle),
+        "prompt" => Some(Fidelity::Prompt),
+        _ => None,
+    }
+}
+
+/// A stored summary (JSON) and its acceptance time, as every backend keeps them.
+fn decode_summary(
+    skill: &str,
+    fidelity: Fidelity,
+    json: &str,
+    accepted_at: String,
+) -> Result<BaselineSummary, BaselineError> {
+    let mut s: BaselineSummary =
+        serde_json::from_str(json).map_err(|e| BaselineError::Corrupt {
+            skill: skill.to_string(),
+            fidelity: fidelity.as_str().to_string(),
+            msg: e.to_string(),
+        })?;
+    s.accepted_at = accepted_at;
+    Ok(s)
+}
+
+/// A `list` row from its stored columns.
+fn decode_entry(
+    skill: String,
+    fidelity: String,
+    digest: Option<String>,
+    accepted_at: String,
+) -> Result<BaselineEntry, BaselineError> {
+    let f = parse_fidelity(&fidelity).ok_or_else(|| BaselineError::Corrupt {
+        skill: skill.clone(),
+        fidelity: fidelity.clone(),
+        msg: "unknown fidelity".into(),
+    })?;
+    Ok(BaselineEntry {
+        skill,
+        fidelity: f,
+        digest,
+        accepted_at,
+    })
+}
+
+/// Opens the store `spec` names: a PostgreSQL URL, a SQLite file, or (`None`) the per-user
+/// SQLite file.
+pub fn open(spec: Option<&std::ffi::OsStr>) -> Result<Box<dyn BaselineStore>, BaselineError> {
+    let Some(spec) = spec else {
+        return Ok(Box::new(SqliteStore::open_default()?));
+    };
+    match spec.to_str() {
+        Some(url) if is_postgres_url(url) => Ok(Box::new(PostgresStore::open(url)?)),
+        _ => Ok(Box::new(SqliteStore::open(std::path::Path::new(spec))?)),
+    }
+}
+
+#[cfg(test)]
+mod store_tests;

@@ -2,7 +2,10 @@
 //! each write is one `BEGIN IMMEDIATE` transaction, readers never block writers, and a busy
 //! timeout rides out contention instead of failing.
 
-use super::{AcceptOutcome, BaselineEntry, BaselineError, BaselineStore, BaselineSummary};
+use super::{
+    decode_entry, decode_summary, AcceptOutcome, BaselineEntry, BaselineError, BaselineStore,
+    BaselineSummary,
+};
 use crate::model::Fidelity;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::ffi::OsString;
@@ -123,25 +126,8 @@ impl SqliteStore {
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()?;
-        let Some((json, at)) = row else {
-            return Ok(None);
-        };
-        let mut s: BaselineSummary =
-            serde_json::from_str(&json).map_err(|e| BaselineError::Corrupt {
-                skill: skill.to_string(),
-                fidelity: fidelity.as_str().to_string(),
-                msg: e.to_string(),
-            })?;
-        s.accepted_at = at;
-        Ok(Some(s))
-    }
-}
-
-fn parse_fidelity(s: &str) -> Option<Fidelity> {
-    match s {
-        "bundle" => Some(Fidelity::Bundle),
-        "prompt" => Some(Fidelity::Prompt),
-        _ => None,
+        row.map(|(json, at)| decode_summary(skill, fidelity, &json, at))
+            .transpose()
     }
 }
 
@@ -164,17 +150,7 @@ impl BaselineStore for SqliteStore {
         let mut out = Vec::new();
         for row in rows {
             let (skill, fid, digest, accepted_at) = row?;
-            let fidelity = parse_fidelity(&fid).ok_or_else(|| BaselineError::Corrupt {
-                skill: skill.clone(),
-                fidelity: fid.clone(),
-                msg: "unknown fidelity".into(),
-            })?;
-            out.push(BaselineEntry {
-                skill,
-                fidelity,
-                digest,
-                accepted_at,
-            });
+            out.push(decode_entry(skill, fid, digest, accepted_at)?);
         }
         Ok(out)
     }
