@@ -1,7 +1,7 @@
 //! The filesystem and identity the skill sees: a declarative image from `sandbox-images/`
 //! materialised per run (with its planted credentials), turned into what the jail builds.
 
-use crate::jail::spec::{FsEntry, JailSpec, Limits, StepSpec, UnameSpec};
+use crate::jail::spec::{FsEntry, JailSpec, Limits, ProcFile, StepSpec, UnameSpec};
 use crate::trace::{CredentialEnv, CredentialFile, RunContext};
 use planted_creds::{Registry, Seed};
 use sandbox_images::{Entry, ImageSpec, Materialized};
@@ -44,6 +44,8 @@ pub struct Image {
     pub rw_mounts: Vec<String>,
     pub uname: Option<UnameSpec>,
     pub shims: Vec<String>,
+    /// Files bound over the jail's `/proc` (see [`proc_files`]).
+    pub proc_files: Vec<ProcFile>,
     pub context: RunContext,
     /// Every planted value, for the egress canary search.
     pub registry: Registry,
@@ -109,6 +111,65 @@ fn through_host_symlinks(path: &str) -> String {
     path.to_string()
 }
 
+/// Host files that only a Linux system has; darwin-sim does not bind them.
+const LINUX_ONLY: &[&str] = &["/etc/os-release", "/etc/debian_version"];
+
+/// Words that name a build farm, sandbox or container when a host kernel's builder string
+/// carries one (besides [`planted_creds::TELL_WORDS`]).
+const BUILDER_TELLS: &[&str] = &[
+    "sandbox",
+    "container",
+    "docker",
+    "podman",
+    "lxc",
+    "kube",
+    "firecracker",
+    "gvisor",
+    "jail",
+    "vm",
+];
+
+/// What the jail's `/proc` says about the kernel. Under an emulated `uname` the kernel's own
+/// name, release and version files answer the same as the syscall; on Linux only the builder in
+/// `/proc/version` is replaced, and only when it names a sandbox or build farm (`host_version`
+/// is the host's `/proc/version`).
+pub fn proc_files(uname: Option<&UnameSpec>, host_version: &str) -> Vec<ProcFile> {
+    let file = |path: &str, text: String| ProcFile {
+        path: path.into(),
+        data: text.into_bytes(),
+    };
+    if let Some(u) = uname {
+        return vec![
+            file("/proc/sys/kernel/ostype", format!("{}\n", u.sysname)),
+            file("/proc/sys/kernel/osrelease", format!("{}\n", u.release)),
+            file("/proc/sys/kernel/version", format!("{}\n", u.version)),
+            file("/proc/version", format!("{}\n", u.version)),
+        ];
+    }
+    // "Linux version R (builder) (compiler) V": the builder is the first parenthesised group.
+    let Some(open) = host_version.find(" (") else {
+        return Vec::new();
+    };
+    let Some(len) = host_version[open + 2..].find(')') else {
+        return Vec::new();
+    };
+    let builder = &host_version[open + 2..open + 2 + len];
+    let lower = builder.to_ascii_lowercase();
+    let tells = planted_creds::find_tell(builder.as_bytes()).is_some()
+        || BUILDER_TELLS.iter().any(|w| lower.contains(w));
+    if !tells {
+        return Vec::new();
+    }
+    let mut v = String::with_capacity(host_version.len());
+    v.push_str(&host_version[..open + 2]);
+    v.push_str("buildd@lcy02-amd64-044");
+    v.push_str(&host_version[open + 2 + len..]);
+    if !v.ends_with('\n') {
+        v.push('\n');
+    }
+    vec![file("/proc/version", v)]
+}
+
 fn to_fs_entry(e: &Entry) -> FsEntry {
     match e {
         Entry::Dir { path, mode, mtime } => FsEntry::Dir {
@@ -159,9 +220,11 @@ pub fn from_materialized(m: Materialized) -> Image {
         });
     }
     // The image's own files win over host binds of the same path (e.g. /etc/shells).
+    let darwin = m.uname.is_some();
     let ro_binds: Vec<String> = SYSTEM_BINDS
         .iter()
         .filter(|b| !b.starts_with("/etc/") || !entries.iter().any(|e| under(fs_path(e), b)))
+        .filter(|b| !darwin || !LINUX_ONLY.contains(b))
         .map(|s| s.to_string())
         .collect();
     // Entries inside a bound directory (other than /etc, which is synthetic) need an overlay.
@@ -213,6 +276,8 @@ pub fn from_materialized(m: Materialized) -> Image {
         version: u.version,
         machine: u.machine,
     });
+    let host_version = std::fs::read_to_string("/proc/version").unwrap_or_default();
+    let proc_files = proc_files(uname.as_ref(), &host_version);
     let home_root = m
         .home
         .trim_start_matches('/')
@@ -244,6 +309,7 @@ pub fn from_materialized(m: Materialized) -> Image {
             .iter()
             .map(|p| through_host_symlinks(p))
             .collect(),
+        proc_files,
         context,
         registry: m.registry,
         seed: m.seed,
@@ -324,7 +390,12 @@ impl Image {
         JailSpec {
             t0_ns,
             staging,
-            hostname: self.hostname.clone(),
+            // The kernel's own hostname (`/proc/sys/kernel/hostname`) agrees with the emulated
+            // uname's nodename.
+            hostname: self
+                .uname
+                .as_ref()
+                .map_or_else(|| self.hostname.clone(), |u| u.nodename.clone()),
             uid: self.uid,
             gid: self.gid,
             home: self.home.clone(),
@@ -343,6 +414,7 @@ impl Image {
             overlay_dirs: self.overlay_dirs.clone(),
             uname: self.uname.clone(),
             shims: self.shims.clone(),
+            proc_files: self.proc_files.clone(),
             egress: false,
             traced: true,
         }
@@ -379,6 +451,38 @@ mod tests {
             build("beos", "demo", &files, None),
             Err(ImageError::Unknown(_))
         ));
+    }
+
+    #[test]
+    fn proc_files_follow_the_emulated_uname_and_hide_a_telling_builder() {
+        let u = UnameSpec {
+            sysname: "Darwin".into(),
+            nodename: "m".into(),
+            release: "24.5.0".into(),
+            version: "Darwin Kernel Version 24.5.0".into(),
+            machine: "arm64".into(),
+        };
+        let f = proc_files(Some(&u), "Linux version 6.1 (x@y) (gcc) #1\n");
+        let get = |f: &[ProcFile], p: &str| {
+            f.iter()
+                .find(|x| x.path == p)
+                .map(|x| String::from_utf8_lossy(&x.data).into_owned())
+        };
+        assert_eq!(
+            get(&f, "/proc/sys/kernel/ostype").as_deref(),
+            Some("Darwin\n")
+        );
+        assert_eq!(get(&f, "/proc/version").as_deref(), Some("Darwin Kernel Version 24.5.0\n"));
+        let host = "Linux version 6.18.44-fc (builder@sandboxing) (gcc (GCC) 15.3.0) #1 SMP @0\n";
+        let f = proc_files(None, host);
+        assert_eq!(
+            get(&f, "/proc/version").as_deref(),
+            Some("Linux version 6.18.44-fc (buildd@lcy02-amd64-044) (gcc (GCC) 15.3.0) #1 SMP @0\n")
+        );
+        let debian = "Linux version 6.1.0-18-amd64 (debian-kernel@lists.debian.org) (gcc-12) #1\n";
+        assert!(proc_files(None, debian).is_empty());
+        assert!(proc_files(None, "garbage").is_empty());
+        assert!(proc_files(None, "Linux version 6 (unclosed").is_empty());
     }
 
     #[test]

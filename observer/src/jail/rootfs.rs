@@ -2,7 +2,7 @@
 //! home and workspace, a fresh `/proc`, a minimal `/dev`; then `pivot_root` so no host path stays
 //! reachable. Runs in the jail's init (pid 1), which still holds its namespace capabilities here.
 
-use super::spec::{FsEntry, JailSpec};
+use super::spec::{FsEntry, JailSpec, ProcFile};
 use super::sys::{cstr, cvt_i, last_err};
 use std::ffi::CString;
 use std::io;
@@ -208,6 +208,48 @@ fn write_entries(
     Ok(())
 }
 
+/// Binds each file read-only over its `/proc` path. The sources live on a small tmpfs of their
+/// own that is detached once they are bound (the binds keep it), so they show nowhere in the tree
+/// and the root tmpfs holds no unlinked file (which would make its read-only remount fail).
+/// Paths the kernel does not provide, or outside `/proc`, are skipped.
+fn cover_proc_files(root: &Path, files: &[ProcFile]) -> io::Result<()> {
+    if files.is_empty() {
+        return Ok(());
+    }
+    let scratch = root.join(".k");
+    mkdirs(&scratch, 0o700)?;
+    mount(
+        Some("tmpfs"),
+        &scratch,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        Some("size=1048576,mode=755"),
+    )?;
+    let bound = (|| {
+        for (i, f) in files.iter().enumerate() {
+            let rel = match f.path.strip_prefix("/proc/") {
+                Some(r) if !r.split('/').any(|c| c.is_empty() || c == "." || c == "..") => r,
+                _ => continue,
+            };
+            let dst = root.join("proc").join(rel);
+            if !std::fs::symlink_metadata(&dst).is_ok_and(|m| m.is_file()) {
+                continue;
+            }
+            let name = rel.rsplit('/').next().unwrap_or("f");
+            let src = scratch.join(format!("{name}{i}"));
+            std::fs::write(&src, &f.data)?;
+            std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o444))?;
+            bind_ro(&src, &dst)?;
+        }
+        Ok(())
+    })();
+    let c = path_c(&scratch)?;
+    // SAFETY: valid C string.
+    cvt_i(unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) })?;
+    std::fs::remove_dir(&scratch)?;
+    bound
+}
+
 const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
 fn build_dev(root: &Path) -> io::Result<()> {
@@ -345,6 +387,7 @@ pub fn build(spec: &JailSpec) -> io::Result<()> {
         libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
         None,
     )?;
+    cover_proc_files(&root, &spec.proc_files)?;
     build_dev(&root)?;
 
     let old = root.join(".oldroot");
