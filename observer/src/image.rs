@@ -197,10 +197,85 @@ fn to_fs_entry(e: &Entry) -> FsEntry {
 
 fn fs_path(e: &FsEntry) -> &str {
     match e {
-        FsEntry::Dir { path, .. } | FsEntry::File { path, .. } | FsEntry::Symlink { path, .. } => {
-            path
+        FsEntry::Dir { path, .. }
+        | FsEntry::File { path, .. }
+        | FsEntry::Symlink { path, .. }
+        | FsEntry::Whiteout { path } => path,
+    }
+}
+
+/// Host directories where a machine's own tooling drops files (trust anchors, interpreter
+/// start-up hooks, local commands); the jail binds them, so a name there is visible inside.
+const HOST_SCAN_DIRS: &[&str] = &[
+    "/etc/ssl/certs",
+    "/usr/local/share/ca-certificates",
+    "/usr/share/ca-certificates",
+    "/usr/local/bin",
+    "/usr/local/sbin",
+    "/usr/lib/python3/dist-packages",
+];
+
+/// Words that, in a host file's name or link target, would tell a skill it is watched. Narrower
+/// than [`planted_creds::TELL_WORDS`]: `mock`, `fake` and `shim` name ordinary packages
+/// (python3-mock, faker) that must stay importable.
+const HOST_HIDE_WORDS: &[&str] = &[
+    "sandbox",
+    "jail",
+    "honeypot",
+    "honeytoken",
+    "canary",
+    "tripwire",
+    "decoy",
+    "observer",
+];
+
+/// Which directory entries to hide: those whose name or symlink target carries a hide word.
+/// `entries` are `(name, link target)` of one directory.
+pub fn names_to_hide(entries: &[(String, Option<String>)]) -> Vec<String> {
+    let tells = |s: &str| {
+        let l = s.to_ascii_lowercase();
+        HOST_HIDE_WORDS.iter().any(|w| l.contains(w))
+    };
+    entries
+        .iter()
+        .filter(|(n, t)| tells(n) || t.as_deref().is_some_and(tells))
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
+/// Host files to hide from the jail (see [`HOST_SCAN_DIRS`]; also every Python's
+/// `site-packages`/`dist-packages` under `/usr/local/lib` and `/usr/lib`).
+fn host_entries_to_hide() -> Vec<String> {
+    let mut dirs: Vec<String> = HOST_SCAN_DIRS.iter().map(|s| s.to_string()).collect();
+    for lib in ["/usr/local/lib", "/usr/lib"] {
+        for e in std::fs::read_dir(lib).into_iter().flatten().flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n.starts_with("python3") {
+                dirs.push(format!("{lib}/{n}/dist-packages"));
+                dirs.push(format!("{lib}/{n}/site-packages"));
+            }
         }
     }
+    let mut hide = Vec::new();
+    for d in dirs {
+        let entries: Vec<(String, Option<String>)> = std::fs::read_dir(&d)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| {
+                let target = std::fs::read_link(e.path())
+                    .ok()
+                    .map(|t| t.to_string_lossy().into_owned());
+                (e.file_name().to_string_lossy().into_owned(), target)
+            })
+            .collect();
+        hide.extend(
+            names_to_hide(&entries)
+                .into_iter()
+                .map(|n| format!("{d}/{n}")),
+        );
+    }
+    hide
 }
 
 fn under(path: &str, dir: &str) -> bool {
@@ -219,21 +294,36 @@ pub fn from_materialized(m: Materialized) -> Image {
             mtime: Some(m.now),
         });
     }
+    // Host files whose names would give the jail away are hidden (whiteouts in the overlay of
+    // their bound directory), unless the image puts its own file there.
+    for path in host_entries_to_hide() {
+        let path = through_host_symlinks(&path);
+        if !entries.iter().any(|e| under(fs_path(e), &path)) {
+            entries.push(FsEntry::Whiteout { path });
+        }
+    }
     // The image's own files win over host binds of the same path (e.g. /etc/shells).
     let darwin = m.uname.is_some();
     let ro_binds: Vec<String> = SYSTEM_BINDS
         .iter()
-        .filter(|b| !b.starts_with("/etc/") || !entries.iter().any(|e| under(fs_path(e), b)))
+        .filter(|b| {
+            !b.starts_with("/etc/")
+                || !entries
+                    .iter()
+                    .any(|e| !matches!(e, FsEntry::Whiteout { .. }) && under(fs_path(e), b))
+        })
         .filter(|b| !darwin || !LINUX_ONLY.contains(b))
         .map(|s| s.to_string())
         .collect();
-    // Entries inside a bound directory (other than /etc, which is synthetic) need an overlay.
+    // Entries inside a bound directory (other than /etc, which is synthetic, unless they hide a
+    // host file) need an overlay.
     let mut overlay_dirs: Vec<String> = Vec::new();
     for e in &entries {
         let p = fs_path(e);
+        let hides = matches!(e, FsEntry::Whiteout { .. });
         if let Some(d) = ro_binds
             .iter()
-            .find(|b| !b.starts_with("/etc") && under(p, b) && p != b.as_str())
+            .find(|b| (hides || !b.starts_with("/etc")) && under(p, b) && p != b.as_str())
         {
             if !overlay_dirs.contains(d) {
                 overlay_dirs.push(d.clone());
@@ -285,6 +375,15 @@ pub fn from_materialized(m: Materialized) -> Image {
         .next()
         .map(|s| format!("/{s}"))
         .unwrap_or_else(|| "/home".into());
+    // The image's temporary directories are writable as on the real system (macOS's per-user
+    // `$TMPDIR` under /var/folders, `/private/tmp`), each on its own tmpfs.
+    let mut rw_mounts = vec![home_root, "/tmp".into(), "/var/tmp".into()];
+    for t in &context.temp_dirs {
+        let inside_system = SYSTEM_BINDS.iter().any(|b| under(t, b));
+        if t.starts_with('/') && !inside_system && !rw_mounts.iter().any(|r| under(t, r)) {
+            rw_mounts.push(t.clone());
+        }
+    }
     Image {
         os: if uname.is_some() {
             "darwin-sim".into()
@@ -302,7 +401,7 @@ pub fn from_materialized(m: Materialized) -> Image {
         entries,
         ro_binds,
         overlay_dirs,
-        rw_mounts: vec![home_root, "/tmp".into(), "/var/tmp".into()],
+        rw_mounts,
         uname,
         shims: m
             .commands
@@ -454,6 +553,31 @@ mod tests {
     }
 
     #[test]
+    fn host_names_that_give_the_jail_away_are_hidden_and_ordinary_packages_kept() {
+        let e = |n: &str, t: Option<&str>| (n.to_string(), t.map(str::to_string));
+        let hide = names_to_hide(&[
+            e("sandboxing-egress-ca.pem", None),
+            e("6f7d0a94.0", Some("sandboxing-egress-ca.pem")),
+            e("_Observer_Hook.pth", None),
+            e("mock", None),
+            e("faker", None),
+            e("ca-certificates.crt", None),
+            e(
+                "ISRG_Root_X1.pem",
+                Some("/usr/share/ca-certificates/mozilla/ISRG_Root_X1.crt"),
+            ),
+        ]);
+        assert_eq!(
+            hide,
+            vec![
+                "sandboxing-egress-ca.pem",
+                "6f7d0a94.0",
+                "_Observer_Hook.pth"
+            ]
+        );
+    }
+
+    #[test]
     fn proc_files_follow_the_emulated_uname_and_hide_a_telling_builder() {
         let u = UnameSpec {
             sysname: "Darwin".into(),
@@ -472,12 +596,17 @@ mod tests {
             get(&f, "/proc/sys/kernel/ostype").as_deref(),
             Some("Darwin\n")
         );
-        assert_eq!(get(&f, "/proc/version").as_deref(), Some("Darwin Kernel Version 24.5.0\n"));
+        assert_eq!(
+            get(&f, "/proc/version").as_deref(),
+            Some("Darwin Kernel Version 24.5.0\n")
+        );
         let host = "Linux version 6.18.44-fc (builder@sandboxing) (gcc (GCC) 15.3.0) #1 SMP @0\n";
         let f = proc_files(None, host);
         assert_eq!(
             get(&f, "/proc/version").as_deref(),
-            Some("Linux version 6.18.44-fc (buildd@lcy02-amd64-044) (gcc (GCC) 15.3.0) #1 SMP @0\n")
+            Some(
+                "Linux version 6.18.44-fc (buildd@lcy02-amd64-044) (gcc (GCC) 15.3.0) #1 SMP @0\n"
+            )
         );
         let debian = "Linux version 6.1.0-18-amd64 (debian-kernel@lists.debian.org) (gcc-12) #1\n";
         assert!(proc_files(None, debian).is_empty());
@@ -504,5 +633,14 @@ mod tests {
         );
         assert!(img.home.starts_with("/Users/"));
         assert!(img.rw_mounts.contains(&"/Users".to_string()));
+        // $TMPDIR (/var/folders/…/T) and /private/tmp are writable.
+        let tmpdir = img
+            .env
+            .iter()
+            .find(|(k, _)| k == "TMPDIR")
+            .map(|(_, v)| v.trim_end_matches('/').to_string())
+            .expect("TMPDIR");
+        assert!(img.rw_mounts.contains(&tmpdir), "{:?}", img.rw_mounts);
+        assert!(img.rw_mounts.contains(&"/private/tmp".to_string()));
     }
 }

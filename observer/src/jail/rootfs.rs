@@ -154,13 +154,13 @@ fn write_entries(
     overlay_dirs: &[String],
     entries: &[FsEntry],
 ) -> io::Result<()> {
-    let base = |path: &str| {
-        let in_ovl = overlay_dirs.iter().any(|d| {
+    let in_ovl = |path: &str| {
+        overlay_dirs.iter().any(|d| {
             path.strip_prefix(d.as_str())
                 .is_some_and(|r| r.starts_with('/'))
-        });
-        under(if in_ovl { ovl } else { root }, path)
+        })
     };
+    let base = |path: &str| under(if in_ovl(path) { ovl } else { root }, path);
     let mut dir_times = Vec::new();
     for e in entries {
         match e {
@@ -199,6 +199,18 @@ fn write_entries(
                 }
                 symlink(target, &p)?;
             }
+            // Only meaningful in an overlay's upper layer; elsewhere there is nothing to hide.
+            FsEntry::Whiteout { path } if in_ovl(path) => {
+                let p = base(path);
+                if let Some(parent) = p.parent() {
+                    mkdirs(parent, 0o755)?;
+                }
+                let c = path_c(&p)?;
+                // SAFETY: valid C string. A 0/0 character device is overlayfs's whiteout, which
+                // the kernel lets an unprivileged user namespace create.
+                cvt_i(unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR, libc::makedev(0, 0)) })?;
+            }
+            FsEntry::Whiteout { .. } => {}
         }
     }
     dir_times.sort_by_key(|(p, _)| std::cmp::Reverse(p.components().count()));

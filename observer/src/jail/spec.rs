@@ -23,6 +23,10 @@ pub enum FsEntry {
         path: String,
         target: String,
     },
+    /// Hides a host entry inside an overlaid directory (an overlayfs whiteout).
+    Whiteout {
+        path: String,
+    },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
