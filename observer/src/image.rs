@@ -229,18 +229,74 @@ const HOST_HIDE_WORDS: &[&str] = &[
     "observer",
 ];
 
+fn has_hide_word(bytes: &[u8]) -> bool {
+    HOST_HIDE_WORDS.iter().any(|w| {
+        bytes
+            .windows(w.len())
+            .any(|win| win.eq_ignore_ascii_case(w.as_bytes()))
+    })
+}
+
 /// Which directory entries to hide: those whose name or symlink target carries a hide word.
 /// `entries` are `(name, link target)` of one directory.
 pub fn names_to_hide(entries: &[(String, Option<String>)]) -> Vec<String> {
-    let tells = |s: &str| {
-        let l = s.to_ascii_lowercase();
-        HOST_HIDE_WORDS.iter().any(|w| l.contains(w))
-    };
+    let tells = |s: &str| has_hide_word(s.as_bytes());
     entries
         .iter()
         .filter(|(n, t)| tells(n) || t.as_deref().is_some_and(tells))
         .map(|(n, _)| n.clone())
         .collect()
+}
+
+const PEM_BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+const PEM_END: &str = "-----END CERTIFICATE-----";
+
+fn pem_der(block: &str) -> Option<Vec<u8>> {
+    use base64::Engine;
+    let body = block.strip_prefix(PEM_BEGIN)?.strip_suffix(PEM_END)?;
+    let b64: String = body.split_whitespace().collect();
+    base64::engine::general_purpose::STANDARD.decode(b64).ok()
+}
+
+/// The host's trust bundle without the certificates whose names carry a hide word (a worker's
+/// own interception CA): text outside certificates is kept, certificates are kept verbatim.
+pub fn clean_bundle(bundle: &str) -> String {
+    let mut out = String::with_capacity(bundle.len());
+    let mut rest = bundle;
+    while let Some(start) = rest.find(PEM_BEGIN) {
+        let Some(len) = rest[start..].find(PEM_END) else {
+            break;
+        };
+        let end = start + len + PEM_END.len();
+        let with_nl = end + usize::from(rest[end..].starts_with('\n'));
+        out.push_str(&rest[..start]);
+        if !pem_der(&rest[start..end]).is_some_and(|der| has_hide_word(&der)) {
+            out.push_str(&rest[start..with_nl]);
+        }
+        rest = &rest[with_nl..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The common name of a certificate (the first CN in its DER, the issuer's; a root's subject is
+/// the same), for naming its file the way `update-ca-certificates` does.
+pub fn cert_common_name(pem: &str) -> Option<String> {
+    let start = pem.find(PEM_BEGIN)?;
+    let end = pem[start..].find(PEM_END)? + start + PEM_END.len();
+    let der = pem_der(&pem[start..end])?;
+    const CN_OID: &[u8] = &[0x06, 0x03, 0x55, 0x04, 0x03];
+    let at = der.windows(CN_OID.len()).position(|w| w == CN_OID)? + CN_OID.len();
+    let len = usize::from(*der.get(at + 1)?);
+    if len >= 0x80 {
+        return None;
+    }
+    let name = std::str::from_utf8(der.get(at + 2..at + 2 + len)?).ok()?;
+    let file: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' })
+        .collect();
+    (!file.is_empty()).then_some(file)
 }
 
 /// Host files to hide from the jail (see [`HOST_SCAN_DIRS`]; also every Python's
@@ -450,7 +506,8 @@ impl Image {
     /// the system bundle at its usual path (the host's bundle plus ours, on an overlay of
     /// `/etc/ssl`) and in the variables clients consult.
     pub fn trust_ca(&mut self, pem: &str) {
-        let mut bundle = std::fs::read(SYSTEM_CA_BUNDLE).unwrap_or_default();
+        let host = std::fs::read(SYSTEM_CA_BUNDLE).unwrap_or_default();
+        let mut bundle = clean_bundle(&String::from_utf8_lossy(&host)).into_bytes();
         if !bundle.is_empty() && !bundle.ends_with(b"\n") {
             bundle.push(b'\n');
         }
@@ -461,6 +518,16 @@ impl Image {
             data: bundle,
             mtime: None,
         });
+        // Installed the way a managed machine installs its inspection root, so the bundle holds
+        // no certificate that the directory lacks.
+        if let Some(name) = cert_common_name(pem) {
+            self.entries.push(FsEntry::File {
+                path: format!("/etc/ssl/certs/{name}.pem"),
+                mode: 0o644,
+                data: pem.as_bytes().to_vec(),
+                mtime: None,
+            });
+        }
         if self.ro_binds.iter().any(|b| b == "/etc/ssl")
             && !self.overlay_dirs.iter().any(|d| d == "/etc/ssl")
         {
@@ -575,6 +642,30 @@ mod tests {
                 "_Observer_Hook.pth"
             ]
         );
+    }
+
+    fn pem(der: &[u8]) -> String {
+        use base64::Engine;
+        let b = base64::engine::general_purpose::STANDARD.encode(der);
+        format!("{PEM_BEGIN}\n{b}\n{PEM_END}\n")
+    }
+
+    #[test]
+    fn bundle_loses_certificates_that_name_a_sandbox_and_keeps_the_rest() {
+        let cn = |name: &str| {
+            let mut d = vec![0x30, 0x10, 0x06, 0x03, 0x55, 0x04, 0x03, 0x0c, name.len() as u8];
+            d.extend_from_slice(name.as_bytes());
+            d
+        };
+        let a = pem(&cn("ISRG Root X1"));
+        let bad = pem(&cn("Sandboxing Egress CA"));
+        let b = pem(&cn("DigiCert Global Root G2"));
+        let bundle = format!("{a}{bad}{b}");
+        assert_eq!(clean_bundle(&bundle), format!("{a}{b}"));
+        assert_eq!(clean_bundle(&format!("{a}{b}")), format!("{a}{b}"));
+        assert_eq!(clean_bundle("junk"), "junk");
+        assert_eq!(cert_common_name(&a).as_deref(), Some("ISRG_Root_X1"));
+        assert_eq!(cert_common_name("nothing"), None);
     }
 
     #[test]

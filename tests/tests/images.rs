@@ -429,6 +429,12 @@ def kernel():
         tell('proc-version', WORDS.search(v).group(0))
     if ostype and u.sysname not in v:
         tell('kernel-mismatch', '/proc/version ' + v[:40])
+    a = subprocess.run(['uname', '-a'], capture_output=True, text=True, timeout=20).stdout.strip()
+    if not a.startswith(u.sysname + ' ' + u.nodename + ' ' + u.release) or (
+            u.sysname != 'Linux' and 'Linux' in a):
+        tell('kernel-mismatch', 'uname -a: ' + a)
+    if u.sysname == 'Darwin' and not a.endswith(u.version + ' ' + u.machine):
+        tell('kernel-mismatch', 'uname -a version: ' + a)
 
 
 @probe
