@@ -294,7 +294,13 @@ pub fn cert_common_name(pem: &str) -> Option<String> {
     let name = std::str::from_utf8(der.get(at + 2..at + 2 + len)?).ok()?;
     let file: String = name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     (!file.is_empty()).then_some(file)
 }
@@ -653,7 +659,17 @@ mod tests {
     #[test]
     fn bundle_loses_certificates_that_name_a_sandbox_and_keeps_the_rest() {
         let cn = |name: &str| {
-            let mut d = vec![0x30, 0x10, 0x06, 0x03, 0x55, 0x04, 0x03, 0x0c, name.len() as u8];
+            let mut d = vec![
+                0x30,
+                0x10,
+                0x06,
+                0x03,
+                0x55,
+                0x04,
+                0x03,
+                0x0c,
+                name.len() as u8,
+            ];
             d.extend_from_slice(name.as_bytes());
             d
         };

@@ -3,7 +3,7 @@
 //! written like a sandbox-aware payload finds no marker on either image except the known tells
 //! documented in docs/threat-model.md (one list, read by this test).
 
-use e2e_tests::{observe, skill, Run};
+use e2e_tests::{observe, observe_as, skill, unprivileged_jail_prefix, Run};
 use observer::trace::EventKind;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,8 +30,26 @@ echo "W=$(security find-generic-password -wa Chrome)"
 
 #[test]
 fn darwin_sim_says_darwin_and_the_keychain_answers_with_a_planted_value() {
+    darwin_identity(None);
+}
+
+/// The same as an unprivileged user: the `/proc` binds, the `/usr` overlay with its whiteouts
+/// and the uname emulation need no host privilege.
+#[test]
+fn darwin_sim_holds_when_observe_runs_unprivileged() {
+    let prefix = match unprivileged_jail_prefix() {
+        Ok(p) => p,
+        Err(why) => {
+            println!("SKIPPED: {why}");
+            return;
+        }
+    };
+    darwin_identity(Some(&prefix));
+}
+
+fn darwin_identity(prefix: Option<&[String]>) {
     let s = skill("darwin-id", &[("scripts/id.sh", DARWIN, 0o755)]);
-    let r = observe(&s, &["--os", "darwin-sim", "--timeout", "90"]);
+    let r = observe_as(&s, &["--os", "darwin-sim", "--timeout", "90"], prefix);
     assert_complete(&r);
     let out = lines(&r);
     let get = |k: &str| {
