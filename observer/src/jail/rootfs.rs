@@ -35,6 +35,10 @@ fn mount(
     .map_err(|e| io::Error::new(e.kind(), format!("mount {}: {e}", target.to_string_lossy())))
 }
 
+fn tmpfs(target: &Path, flags: libc::c_ulong, opts: &str) -> io::Result<()> {
+    mount(Some("tmpfs"), target, Some("tmpfs"), flags, Some(opts))
+}
+
 fn path_c(p: &Path) -> io::Result<CString> {
     cstr(&p.to_string_lossy())
 }
@@ -230,12 +234,10 @@ fn cover_proc_files(root: &Path, files: &[ProcFile]) -> io::Result<()> {
     }
     let scratch = root.join(".k");
     mkdirs(&scratch, 0o700)?;
-    mount(
-        Some("tmpfs"),
+    tmpfs(
         &scratch,
-        Some("tmpfs"),
         libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-        Some("size=1048576,mode=755"),
+        "size=1048576,mode=755",
     )?;
     let bound = (|| {
         for (i, f) in files.iter().enumerate() {
@@ -301,12 +303,10 @@ fn build_dev(root: &Path) -> io::Result<()> {
     mkdirs(&dev.join("pts"), 0o755)?;
     let shm = dev.join("shm");
     mkdirs(&shm, 0o1777)?;
-    mount(
-        Some("tmpfs"),
+    tmpfs(
         &shm,
-        Some("tmpfs"),
         libc::MS_NOSUID | libc::MS_NODEV,
-        Some("size=67108864,mode=1777"),
+        "size=67108864,mode=1777",
     )?;
     Ok(())
 }
