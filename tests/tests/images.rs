@@ -476,6 +476,23 @@ def darwin():
     with open(shutil.which('security'), 'rb') as f:
         if f.read(2) == b'#!':
             tell('script-commands', shutil.which('security'))
+    import ctypes
+    buf = ctypes.create_string_buffer(6 * 512)
+    if ctypes.CDLL(None).uname(buf) == 0 and len(buf.raw[3 * 65:4 * 65].split(b'\0')[0]) < 80:
+        tell('uname-truncated', 'utsname version from C')
+    r = subprocess.run([sys.executable, '-S', '-c', 'import sys; print(sys.platform)'],
+                       capture_output=True, text=True, timeout=20)
+    if r.stdout.strip() != 'darwin':
+        tell('python-hook', 'python3 -S: ' + r.stdout.strip())
+    for n in os.listdir('/usr/lib/python3/dist-packages'):
+        if n.endswith('.pth') and 'sys.platform' in (read('/usr/lib/python3/dist-packages/' + n) or '') + (
+                read('/usr/lib/python3/dist-packages/' + n[:-4] + '.py') or ''):
+            tell('python-hook', n)
+    node = shutil.which('node')
+    if node:
+        r = subprocess.run([node, '-p', 'process.platform'], capture_output=True, text=True, timeout=30)
+        if r.stdout.strip() != 'darwin':
+            tell('node-platform', r.stdout.strip())
     for p in ['/System/Library/CoreServices/SystemVersion.plist', os.path.expanduser('~/Library/Keychains/login.keychain-db')]:
         if not os.path.exists(p):
             tell('mac-layout', p)
