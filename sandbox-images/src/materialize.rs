@@ -250,7 +250,11 @@ fn attempt(
             );
             Some(Uname {
                 sysname: u.sysname.clone(),
-                nodename: hostname.clone(),
+                // macOS answers the Bonjour name (`uname -n`, `hostname`, `gethostname`).
+                nodename: match image.os {
+                    Os::Darwin => format!("{hostname}.local"),
+                    Os::Linux => hostname.clone(),
+                },
                 release: u.release.clone(),
                 version: u.version.clone(),
                 machine: u.machine.clone(),

@@ -317,7 +317,7 @@ fn darwin_commands_answer_from_the_planted_keychain() {
         ("Darwin", "arm64")
     );
     assert!(u.release.starts_with("24."));
-    assert_eq!(u.nodename, m.hostname);
+    assert_eq!(u.nodename, format!("{}.local", m.hostname));
     for p in [
         "Library/Keychains/login.keychain-db",
         "Library/Application Support/Google/Chrome/Default/Cookies",

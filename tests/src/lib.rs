@@ -237,3 +237,25 @@ pub fn unprivileged_prefix() -> Result<Vec<String>, String> {
         "--".into(),
     ])
 }
+
+/// As `unprivileged_prefix`, but also checks with `observe doctor` that the host lets that user
+/// build a jail; `Err` says why a test should be skipped.
+pub fn unprivileged_jail_prefix() -> Result<Vec<String>, String> {
+    let prefix = unprivileged_prefix()?;
+    if prefix.is_empty() {
+        return Ok(prefix);
+    }
+    let doctor = Command::new("setpriv")
+        .args(&prefix[1..prefix.len() - 1])
+        .arg(observe_bin())
+        .arg("doctor")
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !doctor.status.success() {
+        return Err(format!(
+            "the host forbids unprivileged jails:\n{}",
+            String::from_utf8_lossy(&doctor.stdout)
+        ));
+    }
+    Ok(prefix)
+}

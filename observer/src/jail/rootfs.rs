@@ -2,7 +2,7 @@
 //! home and workspace, a fresh `/proc`, a minimal `/dev`; then `pivot_root` so no host path stays
 //! reachable. Runs in the jail's init (pid 1), which still holds its namespace capabilities here.
 
-use super::spec::{FsEntry, JailSpec};
+use super::spec::{FsEntry, JailSpec, ProcFile};
 use super::sys::{cstr, cvt_i, last_err};
 use std::ffi::CString;
 use std::io;
@@ -33,6 +33,10 @@ fn mount(
     })
     .map(|_| ())
     .map_err(|e| io::Error::new(e.kind(), format!("mount {}: {e}", target.to_string_lossy())))
+}
+
+fn tmpfs(target: &Path, flags: libc::c_ulong, opts: &str) -> io::Result<()> {
+    mount(Some("tmpfs"), target, Some("tmpfs"), flags, Some(opts))
 }
 
 fn path_c(p: &Path) -> io::Result<CString> {
@@ -154,13 +158,13 @@ fn write_entries(
     overlay_dirs: &[String],
     entries: &[FsEntry],
 ) -> io::Result<()> {
-    let base = |path: &str| {
-        let in_ovl = overlay_dirs.iter().any(|d| {
+    let in_ovl = |path: &str| {
+        overlay_dirs.iter().any(|d| {
             path.strip_prefix(d.as_str())
                 .is_some_and(|r| r.starts_with('/'))
-        });
-        under(if in_ovl { ovl } else { root }, path)
+        })
     };
+    let base = |path: &str| under(if in_ovl(path) { ovl } else { root }, path);
     let mut dir_times = Vec::new();
     for e in entries {
         match e {
@@ -199,6 +203,18 @@ fn write_entries(
                 }
                 symlink(target, &p)?;
             }
+            // Only meaningful in an overlay's upper layer; elsewhere there is nothing to hide.
+            FsEntry::Whiteout { path } if in_ovl(path) => {
+                let p = base(path);
+                if let Some(parent) = p.parent() {
+                    mkdirs(parent, 0o755)?;
+                }
+                let c = path_c(&p)?;
+                // SAFETY: valid C string. A 0/0 character device is overlayfs's whiteout, which
+                // the kernel lets an unprivileged user namespace create.
+                cvt_i(unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR, libc::makedev(0, 0)) })?;
+            }
+            FsEntry::Whiteout { .. } => {}
         }
     }
     dir_times.sort_by_key(|(p, _)| std::cmp::Reverse(p.components().count()));
@@ -206,6 +222,46 @@ fn write_entries(
         set_mtime(&p, t)?;
     }
     Ok(())
+}
+
+/// Binds each file read-only over its `/proc` path. The sources live on a small tmpfs of their
+/// own that is detached once they are bound (the binds keep it), so they show nowhere in the tree
+/// and the root tmpfs holds no unlinked file (which would make its read-only remount fail).
+/// Paths the kernel does not provide, or outside `/proc`, are skipped.
+fn cover_proc_files(root: &Path, files: &[ProcFile]) -> io::Result<()> {
+    if files.is_empty() {
+        return Ok(());
+    }
+    let scratch = root.join(".k");
+    mkdirs(&scratch, 0o700)?;
+    tmpfs(
+        &scratch,
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        "size=1048576,mode=755",
+    )?;
+    let bound = (|| {
+        for (i, f) in files.iter().enumerate() {
+            let rel = match f.path.strip_prefix("/proc/") {
+                Some(r) if !r.split('/').any(|c| c.is_empty() || c == "." || c == "..") => r,
+                _ => continue,
+            };
+            let dst = root.join("proc").join(rel);
+            if !std::fs::symlink_metadata(&dst).is_ok_and(|m| m.is_file()) {
+                continue;
+            }
+            let name = rel.rsplit('/').next().unwrap_or("f");
+            let src = scratch.join(format!("{name}{i}"));
+            std::fs::write(&src, &f.data)?;
+            std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o444))?;
+            bind_ro(&src, &dst)?;
+        }
+        Ok(())
+    })();
+    let c = path_c(&scratch)?;
+    // SAFETY: valid C string.
+    cvt_i(unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) })?;
+    std::fs::remove_dir(&scratch)?;
+    bound
 }
 
 const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
@@ -247,12 +303,10 @@ fn build_dev(root: &Path) -> io::Result<()> {
     mkdirs(&dev.join("pts"), 0o755)?;
     let shm = dev.join("shm");
     mkdirs(&shm, 0o1777)?;
-    mount(
-        Some("tmpfs"),
+    tmpfs(
         &shm,
-        Some("tmpfs"),
         libc::MS_NOSUID | libc::MS_NODEV,
-        Some("size=67108864,mode=1777"),
+        "size=67108864,mode=1777",
     )?;
     Ok(())
 }
@@ -345,6 +399,7 @@ pub fn build(spec: &JailSpec) -> io::Result<()> {
         libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
         None,
     )?;
+    cover_proc_files(&root, &spec.proc_files)?;
     build_dev(&root)?;
 
     let old = root.join(".oldroot");

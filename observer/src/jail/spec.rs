@@ -23,6 +23,10 @@ pub enum FsEntry {
         path: String,
         target: String,
     },
+    /// Hides a host entry inside an overlaid directory (an overlayfs whiteout).
+    Whiteout {
+        path: String,
+    },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -116,6 +120,10 @@ pub struct JailSpec {
     /// Programs standing in for platform commands: their execs are also `shim` events.
     #[serde(default)]
     pub shims: Vec<String>,
+    /// Files bound read-only over the jail's fresh `/proc` (e.g. `/proc/sys/kernel/ostype` under
+    /// darwin-sim), so the kernel's own answer does not contradict the image.
+    #[serde(default)]
+    pub proc_files: Vec<ProcFile>,
     /// Redirect all egress of the jail's network namespace to listeners handed to the supervisor.
     #[serde(default)]
     pub egress: bool,
@@ -134,6 +142,14 @@ pub struct JailSpec {
 
 fn yes() -> bool {
     true
+}
+
+/// One file over `/proc`: `path` is absolute and under `/proc`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProcFile {
+    pub path: String,
+    #[serde(with = "b64")]
+    pub data: Vec<u8>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
