@@ -56,6 +56,13 @@ struct Cli {
     /// Seed of the planted credentials (64 hex digits), to reproduce a run
     #[arg(long)]
     seed: Option<String>,
+    /// Forward requests for this host to the real one (HOST, HOST:PORT, *.SUFFIX; without a port
+    /// only 80/443); repeatable. Everything else is answered locally
+    #[arg(long, value_name = "HOST")]
+    passthrough: Vec<String>,
+    /// Serve captured responses from DIR/<host>/<path> (or DIR/_any/<path>)
+    #[arg(long, value_name = "DIR")]
+    responses: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -261,6 +268,14 @@ fn main() -> ExitCode {
     if cli.agent != "builtin" {
         return not_yet("--agent CMD");
     }
+    if let Err(e) = observer::egress::proxy::passthrough::parse_rules(&cli.passthrough) {
+        return bad_input(e);
+    }
+    if let Some(d) = &cli.responses {
+        if !d.is_dir() {
+            return bad_input(format!("--responses {}: not a directory", d.display()));
+        }
+    }
     let cfg = match weights(cli.weights.as_deref()) {
         Ok(c) => c,
         Err(e) => return e,
@@ -315,6 +330,8 @@ fn observe_one(
         timeout: std::time::Duration::from_secs(cli.timeout),
         record: cli.record.clone(),
         seed: cli.seed.clone(),
+        passthrough: cli.passthrough.clone(),
+        responses: cli.responses.clone(),
         statics: Some(statics.clone()),
         baseline: base.as_ref().and_then(|b| serde_json::to_value(b).ok()),
         ..RunOptions::default()
