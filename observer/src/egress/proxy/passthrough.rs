@@ -64,7 +64,8 @@ impl PassthroughRule {
         if host.is_empty() {
             return Err(PassthroughError::Empty(s.to_string()));
         }
-        if !(ip && !wildcard) && !name_ok {
+        let literal_ok = ip && !wildcard;
+        if !literal_ok && !name_ok {
             return Err(bad());
         }
         Ok(PassthroughRule {
