@@ -210,7 +210,7 @@ fn main() -> ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("OBSERVE_LOG"))
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
     match &cli.cmd {
         Some(Cmd::Doctor { json }) => {
             let d = observer::doctor::run();
@@ -271,11 +271,16 @@ fn main() -> ExitCode {
     if let Err(e) = observer::egress::proxy::passthrough::parse_rules(&cli.passthrough) {
         return bad_input(e);
     }
-    if let Some(d) = &cli.responses {
-        if !d.is_dir() {
-            return bad_input(format!("--responses {}: not a directory", d.display()));
+    // Absolute, so the lookups do not depend on the supervisor's working directory.
+    let responses = match cli.responses.as_deref().map(std::fs::canonicalize) {
+        Some(Ok(d)) if d.is_dir() => Some(d),
+        Some(_) => {
+            let d = cli.responses.as_deref().unwrap_or(Path::new("")).display();
+            return bad_input(format!("--responses {d}: not a directory"));
         }
-    }
+        None => None,
+    };
+    cli.responses = responses;
     let cfg = match weights(cli.weights.as_deref()) {
         Ok(c) => c,
         Err(e) => return e,
