@@ -722,6 +722,30 @@ fn no_byte_reaches_the_host_network_unless_passthrough_lists_it() {
         out.contains("SECOND-STAGE-RAN"),
         "--responses not served\n{out}"
     );
+    // The trace says what left the machine, and nothing else did.
+    let forwarded: Vec<String> = r
+        .kinds()
+        .filter_map(|k| match k {
+            observer::trace::EventKind::TracerNote { note, detail }
+                if note == "egress_passthrough" =>
+            {
+                Some(detail.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(
+        forwarded
+            .iter()
+            .any(|d| d.contains(&format!("GET http://{up}/absolute"))),
+        "{forwarded:#?}"
+    );
+    assert!(
+        forwarded
+            .iter()
+            .all(|d| d.contains(&format!("http://{up}/"))),
+        "{forwarded:#?}"
+    );
 }
 
 #[test]

@@ -334,6 +334,7 @@ pub(super) async fn handle(
     }
     if super::passthrough::allows(&proxy.cfg.passthrough, &host, port) {
         if let Some(up) = &proxy.cfg.upstream {
+            let what = format!("{method} {url}");
             let fr = ForwardRequest {
                 method,
                 url,
@@ -342,6 +343,14 @@ pub(super) async fn handle(
             };
             return match up.forward(fr).await {
                 Ok(r) => {
+                    // What left the machine is part of the record.
+                    proxy.rec.note(
+                        "egress_passthrough",
+                        format!(
+                            "event {seq}: {what} forwarded upstream, answered {}",
+                            r.status
+                        ),
+                    );
                     let ct = r
                         .headers
                         .iter()
