@@ -1,6 +1,8 @@
 //! End-to-end test helpers: build skills on disk, run the real `observe` binary on them, read the
 //! trace and report it wrote. Nothing here mocks the jail.
 
+pub mod hostnet;
+
 use observer::trace::{Event, EventKind, Trace};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
