@@ -65,6 +65,13 @@ struct Cli {
     /// Seed of the planted credentials (64 hex digits), to reproduce a run
     #[arg(long)]
     seed: Option<String>,
+    /// Forward requests for this host to the real one (HOST, HOST:PORT, *.SUFFIX; without a port
+    /// only 80/443); repeatable. Everything else is answered locally
+    #[arg(long, value_name = "HOST")]
+    passthrough: Vec<String>,
+    /// Serve captured responses from DIR/<host>/<path> (or DIR/_any/<path>)
+    #[arg(long, value_name = "DIR")]
+    responses: Option<PathBuf>,
     /// Move the jail's wall clock, e.g. 3d, 12h, 2w, -1d (catches time bombs)
     #[arg(long, value_parser = parse_clock_offset, allow_hyphen_values = true)]
     clock_offset: Option<i64>,
@@ -172,6 +179,19 @@ fn external_agent(cli: &Cli) -> Result<Option<Vec<String>>, String> {
     Ok(Some(argv))
 }
 
+/// The host part of a `--passthrough` rule (`*.api.example:443` -> `api.example`).
+fn passthrough_host(rule: &str) -> String {
+    let r = rule.trim().trim_start_matches("*.");
+    let r = if let Some(v6) = r.strip_prefix('[') {
+        v6.split(']').next().unwrap_or(v6)
+    } else if r.matches(':').count() == 1 {
+        r.split(':').next().unwrap_or(r)
+    } else {
+        r
+    };
+    r.to_ascii_lowercase()
+}
+
 /// The task an external agent gets when `--task` is not given: ask it to use the skill.
 fn default_task(unit: &observer::bundle::SkillUnit) -> String {
     let desc = unit.description.as_deref().unwrap_or("").trim();
@@ -237,7 +257,7 @@ fn main() -> ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("OBSERVE_LOG"))
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
     match &cli.cmd {
         Some(Cmd::Doctor { json }) => {
             let d = observer::doctor::run();
@@ -295,6 +315,19 @@ fn main() -> ExitCode {
     if let Err(e) = external_agent(&cli) {
         return bad_input(e);
     }
+    if let Err(e) = observer::egress::proxy::passthrough::parse_rules(&cli.passthrough) {
+        return bad_input(e);
+    }
+    // Absolute, so the lookups do not depend on the supervisor's working directory.
+    let responses = match cli.responses.as_deref().map(std::fs::canonicalize) {
+        Some(Ok(d)) if d.is_dir() => Some(d),
+        Some(_) => {
+            let d = cli.responses.as_deref().unwrap_or(Path::new("")).display();
+            return bad_input(format!("--responses {d}: not a directory"));
+        }
+        None => None,
+    };
+    cli.responses = responses;
     let cfg = match weights(cli.weights.as_deref()) {
         Ok(c) => c,
         Err(e) => return e,
@@ -384,6 +417,8 @@ fn observe_one(
         record: cli.record.clone(),
         events: cli.events.clone(),
         seed: cli.seed.clone(),
+        passthrough: cli.passthrough.clone(),
+        responses: cli.responses.clone(),
         statics: Some(statics.clone()),
         baseline: base.as_ref().and_then(|b| serde_json::to_value(b).ok()),
         clock_offset_ns: cli.clock_offset.unwrap_or(0),
@@ -393,7 +428,7 @@ fn observe_one(
             .map(|argv| observer::run::ExternalAgent {
                 argv,
                 task: cli.task.clone().unwrap_or_else(|| default_task(unit)),
-                passthrough: Vec::new(),
+                passthrough: cli.passthrough.iter().map(|r| passthrough_host(r)).collect(),
             }),
         ..RunOptions::default()
     };

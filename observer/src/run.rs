@@ -119,6 +119,7 @@ fn needles_of(reg: &planted_creds::Registry) -> Vec<Needle> {
 fn start_egress(
     fds: jail::egress_fds::EgressFds,
     ca: std::sync::Arc<CertAuthority>,
+    (passthrough, responses): (Vec<String>, Option<PathBuf>),
     needles: Vec<Needle>,
     writer: SharedWriter,
     t0: u64,
@@ -152,7 +153,7 @@ fn start_egress(
     };
     let cfg = EgressConfig {
         needles,
-        proxy: Some(ProxyConfig::new(ca)),
+        proxy: Some(ProxyConfig::new(ca).with_cli_options(passthrough, responses)),
         ..EgressConfig::default()
     };
     let sink = move |kind: EventKind| -> u64 {
@@ -241,6 +242,10 @@ pub struct RunOptions {
     pub traced: bool,
     /// Capture egress (DNS, TLS-intercepting proxy, UDP) in the jail's network namespace.
     pub egress: bool,
+    /// `--passthrough HOST[:PORT]`: the only hosts requests are forwarded to (see docs/egress.md).
+    pub passthrough: Vec<String>,
+    /// `--responses DIR`: captured second stages served per URL (see docs/egress.md).
+    pub responses: Option<PathBuf>,
     /// Seed of the planted credentials and image (random when `None`).
     pub seed: Option<String>,
     /// Recorded in the trace header so a replay judges as the live run did.
@@ -269,6 +274,8 @@ impl Default for RunOptions {
             egress: true,
             clock_offset_ns: 0,
             agent: None,
+            passthrough: Vec::new(),
+            responses: None,
         }
     }
 }
@@ -497,7 +504,8 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
         },
         &mut |fds| {
             let ca = ca.clone().ok_or("no CA")?;
-            let rt = start_egress(fds, ca, needles.clone(), egress_writer.clone(), t0)?;
+            let answers = (opts.passthrough.clone(), opts.responses.clone());
+            let rt = start_egress(fds, ca, answers, needles.clone(), egress_writer.clone(), t0)?;
             egress = Some(rt);
             Ok(())
         },

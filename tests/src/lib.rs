@@ -1,6 +1,8 @@
 //! End-to-end test helpers: build skills on disk, run the real `observe` binary on them, read the
 //! trace and report it wrote. Nothing here mocks the jail.
 
+pub mod hostnet;
+
 use observer::trace::{Event, EventKind, Trace};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -258,4 +260,126 @@ pub fn unprivileged_jail_prefix() -> Result<Vec<String>, String> {
         ));
     }
     Ok(prefix)
+}
+
+/// Egress events of a run, flattened for assertions (see `tests/tests/egress.rs`).
+impl Run {
+    /// `(name, qtype, transport)` of every `dns_query`.
+    pub fn dns_queries(&self) -> Vec<(String, String, String)> {
+        self.kinds()
+            .filter_map(|k| match k {
+                EventKind::DnsQuery {
+                    name,
+                    qtype,
+                    transport,
+                    ..
+                } => Some((
+                    name.trim_end_matches('.').to_ascii_lowercase(),
+                    qtype.clone(),
+                    transport.clone(),
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `(proto, dst_addr, dst_port, name)` of every `connection`.
+    pub fn connections(&self) -> Vec<(String, String, u16, Option<String>)> {
+        self.kinds()
+            .filter_map(|k| match k {
+                EventKind::Connection {
+                    proto,
+                    dst_addr,
+                    dst_port,
+                    name,
+                    ..
+                } => Some((proto.clone(), dst_addr.clone(), *dst_port, name.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `(method, url, host)` of every `http_request`.
+    pub fn http_requests(&self) -> Vec<(String, String, String)> {
+        self.kinds()
+            .filter_map(|k| match k {
+                EventKind::HttpRequest {
+                    method, url, host, ..
+                } => Some((method.clone(), url.clone(), host.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `(proto, dst_addr, dst_port, bytes_out, preview)` of every `stream`.
+    pub fn streams(&self) -> Vec<(String, String, u16, u64, String)> {
+        self.kinds()
+            .filter_map(|k| match k {
+                EventKind::Stream {
+                    proto,
+                    dst_addr,
+                    dst_port,
+                    bytes_out,
+                    preview,
+                } => Some((
+                    proto.clone(),
+                    dst_addr.clone(),
+                    *dst_port,
+                    *bytes_out,
+                    preview.clone().unwrap_or_default(),
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `(credential, chain, host)` of every `canary_hit`.
+    pub fn canary_hits(&self) -> Vec<(String, Vec<String>, Option<String>)> {
+        self.kinds()
+            .filter_map(|k| match k {
+                EventKind::CanaryHit {
+                    credential,
+                    chain,
+                    host,
+                    ..
+                } => Some((credential.clone(), chain.clone(), host.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `(what, detail)` of every `limit` event.
+    pub fn limits(&self) -> Vec<(String, String)> {
+        self.kinds()
+            .filter_map(|k| match k {
+                EventKind::Limit { what, detail } => Some((what.clone(), detail.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The run's `duration_ms` (from `run_end`).
+    pub fn duration_ms(&self) -> u64 {
+        self.kinds()
+            .find_map(|k| match k {
+                EventKind::RunEnd { duration_ms, .. } => Some(*duration_ms),
+                _ => None,
+            })
+            .expect("trace has a run_end event")
+    }
+
+    /// The report's `profile.canary_hits[].credential` values.
+    pub fn reported_leaks(&self) -> Vec<String> {
+        self.report
+            .as_ref()
+            .and_then(|r| r.pointer("/profile/canary_hits"))
+            .and_then(|v| v.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|h| h.get("credential").and_then(|c| c.as_str()))
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }

@@ -38,18 +38,6 @@ pub trait Upstream: Send + Sync + 'static {
     async fn forward(&self, req: ForwardRequest) -> Result<ForwardResponse, String>;
 }
 
-/// `HOST` matches exactly (case-insensitive); `*.example.com` matches any subdomain.
-pub fn is_passthrough(list: &[String], host: &str) -> bool {
-    let host = host.trim_end_matches('.').to_ascii_lowercase();
-    list.iter().any(|p| {
-        let p = p.trim_end_matches('.').to_ascii_lowercase();
-        match p.strip_prefix("*.") {
-            Some(suffix) => host.ends_with(&format!(".{suffix}")),
-            None => host == p,
-        }
-    })
-}
-
 /// A researcher's captured responses: `DIR/<host>/<path>` (a path ending in `/` serves
 /// `index`), else `DIR/_any/<path>` for any host. Query strings are ignored.
 #[derive(Debug, Clone)]
@@ -222,9 +210,9 @@ pub(super) async fn handle(
         let pq = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
         (format!("{scheme}://{authority}{pq}"), authority)
     };
-    let host = super::sniff::split_authority(&authority, 0)
-        .0
-        .to_ascii_lowercase();
+    let (host, port) =
+        super::sniff::split_authority(&authority, if conn.dest.tls { 443 } else { 80 });
+    let host = host.to_ascii_lowercase();
     let path_and_query = uri
         .path_and_query()
         .map(|p| p.as_str().to_string())
@@ -337,8 +325,16 @@ pub(super) async fn handle(
         return r;
     }
     let head = method == "HEAD";
-    if is_passthrough(&proxy.cfg.passthrough, &host) {
+    if let Some(map) = &proxy.responses {
+        if let Some(file) = map.lookup(&host, &path_and_query) {
+            if let Ok(data) = tokio::fs::read(&file).await {
+                return respond(200, content_type_for(&file), data, head);
+            }
+        }
+    }
+    if super::passthrough::allows(&proxy.cfg.passthrough, &host, port) {
         if let Some(up) = &proxy.cfg.upstream {
+            let what = format!("{method} {url}");
             let fr = ForwardRequest {
                 method,
                 url,
@@ -347,6 +343,14 @@ pub(super) async fn handle(
             };
             return match up.forward(fr).await {
                 Ok(r) => {
+                    // What left the machine is part of the record.
+                    proxy.rec.note(
+                        "egress_passthrough",
+                        format!(
+                            "event {seq}: {what} forwarded upstream, answered {}",
+                            r.status
+                        ),
+                    );
                     let ct = r
                         .headers
                         .iter()
@@ -368,13 +372,6 @@ pub(super) async fn handle(
             };
         }
     }
-    if let Some(map) = &proxy.responses {
-        if let Some(file) = map.lookup(&host, &path_and_query) {
-            if let Ok(data) = tokio::fs::read(&file).await {
-                return respond(200, content_type_for(&file), data, head);
-            }
-        }
-    }
     let (ct, body) = default_answer(&headers);
     respond(200, ct, body.to_vec(), head)
 }
@@ -382,16 +379,6 @@ pub(super) async fn handle(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn passthrough_matching() {
-        let l = vec!["api.anthropic.com".to_string(), "*.openai.com".to_string()];
-        assert!(is_passthrough(&l, "API.anthropic.com."));
-        assert!(is_passthrough(&l, "api.openai.com"));
-        assert!(!is_passthrough(&l, "openai.com"));
-        assert!(!is_passthrough(&l, "api.anthropic.com.evil.net"));
-        assert!(!is_passthrough(&[], "api.anthropic.com"));
-    }
 
     #[test]
     fn response_map_stays_inside_its_directory() {

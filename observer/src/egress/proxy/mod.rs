@@ -8,6 +8,7 @@
 pub mod ca;
 pub mod http;
 pub mod io;
+pub mod passthrough;
 pub mod sniff;
 mod stream;
 pub mod ws;
@@ -34,7 +35,8 @@ use tokio::task::JoinSet;
 
 pub struct ProxyConfig {
     pub ca: Arc<CertAuthority>,
-    /// Hosts whose requests go to `upstream` (exact, or `*.suffix`). Empty by default.
+    /// `--passthrough` rules (`HOST[:PORT]`, `*.suffix`; see [`passthrough`]) whose requests go
+    /// to `upstream`. Empty by default.
     pub passthrough: Vec<String>,
     pub upstream: Option<Arc<dyn Upstream>>,
     /// `--responses DIR`: captured second stages served per URL (see [`ResponseMap`]).
@@ -63,6 +65,23 @@ impl ProxyConfig {
             stream_idle: Duration::from_secs(10),
             max_connections: 1024,
         }
+    }
+
+    /// `observe --passthrough HOST[:PORT]…` (forwarded by a [`passthrough::DirectUpstream`] over
+    /// the supervisor's network) and `--responses DIR`.
+    pub fn with_cli_options(
+        mut self,
+        passthrough: Vec<String>,
+        responses: Option<PathBuf>,
+    ) -> Self {
+        if !passthrough.is_empty() {
+            self.upstream = Some(Arc::new(passthrough::DirectUpstream::new(
+                passthrough.clone(),
+            )));
+        }
+        self.passthrough = passthrough;
+        self.responses_dir = responses;
+        self
     }
 }
 
