@@ -56,6 +56,45 @@ struct Cli {
     /// Seed of the planted credentials (64 hex digits), to reproduce a run
     #[arg(long)]
     seed: Option<String>,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+/// Per-run resource limits (docs/architecture.md, "Resource limits").
+#[derive(clap::Args, Debug, Clone)]
+struct LimitArgs {
+    /// CPU time of the whole run, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = 120)]
+    cpu_time: u64,
+    /// Memory of the whole run (e.g. 1G)
+    #[arg(long, value_name = "SIZE", default_value = "2G")]
+    memory: String,
+    /// Processes and threads at once
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pids: u64,
+    /// The jail's writable space (/home, /tmp, /var/tmp together)
+    #[arg(long, value_name = "SIZE", default_value = "512M")]
+    disk: String,
+    /// Bytes the run may send through egress capture
+    #[arg(long, value_name = "SIZE", default_value = "64M")]
+    egress_bytes: String,
+}
+
+impl LimitArgs {
+    fn resolve(&self) -> Result<observer::limits::ResourceLimits, ExitCode> {
+        use observer::limits::parse_size;
+        let size =
+            |flag: &str, v: &str| parse_size(v).map_err(|e| bad_input(format!("{flag}: {e}")));
+        let l = observer::limits::ResourceLimits {
+            cpu_time: std::time::Duration::from_secs(self.cpu_time),
+            memory: size("--memory", &self.memory)?,
+            pids: self.pids,
+            disk: size("--disk", &self.disk)?,
+            egress_bytes: size("--egress-bytes", &self.egress_bytes)?,
+        };
+        l.validate().map_err(bad_input)?;
+        Ok(l)
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -204,6 +243,11 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    // SIGTERM/SIGINT end a run early with its report (verdict by what was seen, reason
+    // `cancelled`); before a run starts they simply cancel it the same way.
+    if let Err(e) = observer::cancel::install() {
+        return internal(e);
+    }
     match &cli.cmd {
         Some(Cmd::Doctor { json }) => {
             let d = observer::doctor::run();
@@ -265,6 +309,10 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return e,
     };
+    let resources = match cli.limits.resolve() {
+        Ok(l) => l,
+        Err(e) => return e,
+    };
     let units = match observer::bundle::load(&skill, &observer::bundle::Limits::default()) {
         Ok(u) => u,
         Err(e) => return bad_input(e),
@@ -286,12 +334,15 @@ fn main() -> ExitCode {
     };
     let mut worst = exit::CLEAN;
     for unit in &units {
-        let c = match observe_one(unit, &cli, &cfg, store.as_ref()) {
+        let c = match observe_one(unit, &cli, &cfg, store.as_ref(), &resources) {
             Ok(c) => c,
             Err(e) => return e,
         };
         // Report the most serious outcome across units.
         worst = worst.max(c);
+        if observer::cancel::requested().is_some() {
+            break;
+        }
     }
     code(worst)
 }
@@ -301,6 +352,7 @@ fn observe_one(
     cli: &Cli,
     cfg: &AnalyseConfig,
     store: Option<&SqliteStore>,
+    resources: &observer::limits::ResourceLimits,
 ) -> Result<i32, ExitCode> {
     let statics: StaticView =
         observer::statics::static_view(unit, cli.static_file.as_deref()).map_err(bad_input)?;
@@ -317,6 +369,7 @@ fn observe_one(
         seed: cli.seed.clone(),
         statics: Some(statics.clone()),
         baseline: base.as_ref().and_then(|b| serde_json::to_value(b).ok()),
+        resources: resources.clone(),
         ..RunOptions::default()
     };
     let res = match observer::run::observe(&SkillInput::from(unit), &opts) {
