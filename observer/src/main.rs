@@ -243,10 +243,13 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    // SIGTERM/SIGINT end a run early with its report (verdict by what was seen, reason
-    // `cancelled`); before a run starts they simply cancel it the same way.
-    if let Err(e) = observer::cancel::install() {
-        return internal(e);
+    // Runs (not the other subcommands) turn SIGTERM/SIGINT into an early end with a report
+    // (verdict by what was seen, reason `cancelled`).
+    let runs_jail = matches!(cli.cmd, None | Some(Cmd::JailExec { .. }));
+    if runs_jail {
+        if let Err(e) = observer::cancel::install() {
+            return internal(e);
+        }
     }
     match &cli.cmd {
         Some(Cmd::Doctor { json }) => {

@@ -90,6 +90,28 @@ fn unique_name() -> String {
     )
 }
 
+/// Removes run cgroups left behind by supervisors that were killed (`so-run-<pid>-<n>` whose
+/// pid is gone). Only empty cgroups can be removed, so a live run is never touched.
+fn sweep_stale(parent: &Path) {
+    let Ok(rd) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("so-run-"))
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+}
+
 impl Cgroup {
     /// Creates the run's cgroup with the given limits, or says why none can be had.
     pub fn create(memory: u64, pids: u64) -> Result<Cgroup, CgroupError> {
@@ -135,6 +157,7 @@ impl Cgroup {
                 // it would change the host's cgroup configuration.
                 let _ = std::fs::write(parent.join("cgroup.subtree_control"), "+memory +pids +cpu");
             }
+            sweep_stale(&parent);
             let dir = parent.join(unique_name());
             if let Err(e) = std::fs::create_dir(&dir) {
                 last = format!("{}: {e}", parent.display());
@@ -184,7 +207,9 @@ impl Cgroup {
                 .find(|(c, _)| c.split(',').any(|x| x == ctrl))
                 .map(|(_, p)| p.trim_start_matches('/').to_string())
                 .unwrap_or_default();
-            let dir = base.join(path).join(&name);
+            let parent = base.join(path);
+            sweep_stale(&parent);
+            let dir = parent.join(&name);
             if let Err(e) = std::fs::create_dir(&dir) {
                 Cgroup {
                     version: Version::V1,

@@ -111,7 +111,11 @@ impl ResourceLimits {
             },
             file_size: self.disk,
             disk_bytes: self.disk,
-            cpu_seconds: self.cpu_time.as_secs().max(1),
+            cpu_seconds: if cgroup {
+                self.cpu_time.as_secs().saturating_mul(2).saturating_add(5)
+            } else {
+                self.cpu_time.as_secs().max(1)
+            },
         }
     }
 }
