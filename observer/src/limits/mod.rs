@@ -109,7 +109,9 @@ impl ResourceLimits {
             } else {
                 self.memory
             },
-            file_size: self.disk,
+            // Below the writable space, so one huge file is reported as such (`file_size`)
+            // rather than only filling the disk.
+            file_size: (256u64 << 20).min(self.disk / 2),
             disk_bytes: self.disk,
             cpu_seconds: if cgroup {
                 self.cpu_time.as_secs().saturating_mul(2).saturating_add(5)
@@ -169,8 +171,9 @@ pub struct EgressMeter {
     dns: AtomicU64,
 }
 
-/// Bytes an egress event says the jail sent: whole TLS connections and raw streams; plain-HTTP
-/// requests by their request line, headers and body (HTTPS requests are inside a TLS count).
+/// Bytes an egress event says the jail sent: TLS handshakes and raw streams (also those inside
+/// intercepted TLS) by their bytes, HTTP requests (plain or inside intercepted TLS) by request
+/// line, headers and body. Each byte is in one event only.
 pub fn egress_bytes_of(kind: &EventKind) -> u64 {
     match kind {
         EventKind::TlsHandshake { bytes_out, .. } | EventKind::Stream { bytes_out, .. } => {
@@ -182,7 +185,7 @@ pub fn egress_bytes_of(kind: &EventKind) -> u64 {
             headers,
             body_size,
             ..
-        } if url.starts_with("http://") => {
+        } => {
             let head: usize = headers.iter().map(|(k, v)| k.len() + v.len() + 4).sum();
             (method.len() + url.len() + head) as u64 + body_size
         }

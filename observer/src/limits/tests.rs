@@ -40,7 +40,7 @@ fn cgroup_mode_keeps_rlimits_above_the_cgroup_values() {
 }
 
 #[test]
-fn counts_egress_bytes_once() {
+fn counts_egress_bytes_of_handshakes_and_requests() {
     let m = EgressMeter::default();
     m.count(&EventKind::TlsHandshake {
         sni: None,
@@ -58,10 +58,10 @@ fn counts_egress_bytes_once() {
         body_sha256: None,
         body_preview: None,
     };
-    // Inside TLS: already in the TLS count.
+    // The TLS count is the handshake; requests inside it count on their own.
     m.count(&req("https://h/x"));
     m.count(&req("http://h/x"));
-    assert_eq!(m.bytes(), 1000 + 4 + 10 + 6 + 100);
+    assert_eq!(m.bytes(), 1000 + (4 + 11 + 6 + 100) + (4 + 10 + 6 + 100));
     assert_eq!(m.requests.load(Ordering::Relaxed), 2);
 }
 
