@@ -30,15 +30,19 @@ fn report(r: &Run) -> &serde_json::Value {
     })
 }
 
-fn reasons(r: &Run) -> Vec<String> {
-    report(r)["run"]["incomplete_reasons"]
-        .as_array()
+/// A list of strings in the report (`None` or non-strings: empty).
+fn strings(v: &serde_json::Value) -> Vec<String> {
+    v.as_array()
         .map(|a| {
             a.iter()
                 .filter_map(|v| v.as_str().map(String::from))
                 .collect()
         })
         .unwrap_or_default()
+}
+
+fn reasons(r: &Run) -> Vec<String> {
+    strings(&report(r)["run"]["incomplete_reasons"])
 }
 
 fn verdict(r: &Run) -> String {
@@ -49,14 +53,7 @@ fn verdict(r: &Run) -> String {
 }
 
 fn hits(r: &Run) -> Vec<String> {
-    report(r)["run"]["resources"]["hit"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
+    strings(&report(r)["run"]["resources"]["hit"])
 }
 
 fn signal(job: &Job, sig: i32) {

@@ -82,6 +82,16 @@ pub enum Enforcement {
     Rlimits,
 }
 
+impl Enforcement {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Enforcement::CgroupV2 => "cgroup_v2",
+            Enforcement::CgroupV1 => "cgroup_v1",
+            Enforcement::Rlimits => "rlimits",
+        }
+    }
+}
+
 impl ResourceLimits {
     pub fn validate(&self) -> Result<(), LimitsError> {
         let min = |what, v: u64, min: u64| {
@@ -323,6 +333,28 @@ fn children_usage() -> (u64, u64) {
         ns(ru.ru_utime) + ns(ru.ru_stime),
         ru.ru_maxrss as u64 * 1024,
     )
+}
+
+/// How a run started now would enforce its limits, and why (for `observe doctor`).
+pub fn probe() -> (Enforcement, String) {
+    let l = ResourceLimits::default();
+    match Cgroup::create(l.memory, l.pids) {
+        Ok(c) => {
+            let e = match c.version {
+                cgroup::Version::V2 => Enforcement::CgroupV2,
+                cgroup::Version::V1 => Enforcement::CgroupV1,
+            };
+            c.remove();
+            (
+                e,
+                "a per-run cgroup limits memory, processes and CPU time".into(),
+            )
+        }
+        Err(e) => (
+            Enforcement::Rlimits,
+            format!("rlimits and the tmpfs size only ({e})"),
+        ),
+    }
 }
 
 /// The supervisor's side of one run's limits.
