@@ -211,11 +211,17 @@ pub fn run() -> Doctor {
         if delegated {
             "cgroup v2 subtree writable: per-run memory/pids/cpu limits can use cgroups".into()
         } else if cg2 {
-            "cgroup v2 present but our cgroup is not writable: limits use rlimits and tmpfs sizes"
-                .into()
+            "cgroup v2 present but our cgroup is not writable (see run_limits)".into()
         } else {
-            "no cgroup v2 (v1 or none): limits use rlimits and tmpfs sizes".into()
+            "no cgroup v2 (v1 or none; see run_limits)".into()
         },
+    );
+    let (enforcement, how) = crate::limits::probe();
+    add(
+        "run_limits",
+        enforcement != crate::limits::Enforcement::Rlimits,
+        false,
+        format!("{}: {how}", enforcement.as_str()),
     );
     let timens = std::path::Path::new("/proc/self/ns/time").exists();
     add(
@@ -232,6 +238,7 @@ pub fn run() -> Doctor {
     let required_ok = checks.iter().filter(|c| c.required).all(|c| c.ok);
     let all_ok = checks.iter().all(|c| {
         c.ok || c.name == "cgroup_v2_delegation"
+            || c.name == "run_limits"
             || c.name == "unprivileged_user_namespaces"
             || c.name == "time_namespaces"
     });

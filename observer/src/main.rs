@@ -75,10 +75,49 @@ struct Cli {
     /// Move the jail's wall clock, e.g. 3d, 12h, 2w, -1d (catches time bombs)
     #[arg(long, value_parser = parse_clock_offset, allow_hyphen_values = true)]
     clock_offset: Option<i64>,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 fn parse_clock_offset(s: &str) -> Result<i64, String> {
     observer::tracer::clock::parse_offset(s)
+}
+
+/// Per-run resource limits (docs/architecture.md, "Resource limits").
+#[derive(clap::Args, Debug, Clone)]
+struct LimitArgs {
+    /// CPU time of the whole run, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = 120)]
+    cpu_time: u64,
+    /// Memory of the whole run (e.g. 1G)
+    #[arg(long, value_name = "SIZE", default_value = "2G")]
+    memory: String,
+    /// Processes and threads at once
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pids: u64,
+    /// The jail's writable space (/home, /tmp, /var/tmp together)
+    #[arg(long, value_name = "SIZE", default_value = "512M")]
+    disk: String,
+    /// Bytes the run may send through egress capture
+    #[arg(long, value_name = "SIZE", default_value = "64M")]
+    egress_bytes: String,
+}
+
+impl LimitArgs {
+    fn resolve(&self) -> Result<observer::limits::ResourceLimits, ExitCode> {
+        use observer::limits::parse_size;
+        let size =
+            |flag: &str, v: &str| parse_size(v).map_err(|e| bad_input(format!("{flag}: {e}")));
+        let l = observer::limits::ResourceLimits {
+            cpu_time: std::time::Duration::from_secs(self.cpu_time),
+            memory: size("--memory", &self.memory)?,
+            pids: self.pids,
+            disk: size("--disk", &self.disk)?,
+            egress_bytes: size("--egress-bytes", &self.egress_bytes)?,
+        };
+        l.validate().map_err(bad_input)?;
+        Ok(l)
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -258,6 +297,14 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let mut cli = Cli::parse();
+    // Runs (not the other subcommands) turn SIGTERM/SIGINT into an early end with a report
+    // (verdict by what was seen, reason `cancelled`).
+    let runs_jail = matches!(cli.cmd, None | Some(Cmd::JailExec { .. }));
+    if runs_jail {
+        if let Err(e) = observer::cancel::install() {
+            return internal(e);
+        }
+    }
     match &cli.cmd {
         Some(Cmd::Doctor { json }) => {
             let d = observer::doctor::run();
@@ -332,6 +379,10 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return e,
     };
+    let resources = match cli.limits.resolve() {
+        Ok(l) => l,
+        Err(e) => return e,
+    };
     let units = match observer::bundle::load(&skill, &observer::bundle::Limits::default()) {
         Ok(u) => u,
         Err(e) => return bad_input(e),
@@ -361,12 +412,15 @@ fn main() -> ExitCode {
     };
     let mut worst = exit::CLEAN;
     for unit in &units {
-        let c = match observe_one(unit, &cli, &cfg, store.as_deref()) {
+        let c = match observe_one(unit, &cli, &cfg, store.as_deref(), &resources) {
             Ok(c) => c,
             Err(e) => return e,
         };
         // Report the most serious outcome across units.
         worst = worst.max(c);
+        if observer::cancel::requested().is_some() {
+            break;
+        }
     }
     code(worst)
 }
@@ -402,6 +456,7 @@ fn observe_one(
     cli: &Cli,
     cfg: &AnalyseConfig,
     store: Option<&dyn BaselineStore>,
+    resources: &observer::limits::ResourceLimits,
 ) -> Result<i32, ExitCode> {
     let statics: StaticView =
         observer::statics::static_view(unit, cli.static_file.as_deref()).map_err(bad_input)?;
@@ -430,6 +485,7 @@ fn observe_one(
                 task: cli.task.clone().unwrap_or_else(|| default_task(unit)),
                 passthrough: cli.passthrough.iter().map(|r| passthrough_host(r)).collect(),
             }),
+        resources: resources.clone(),
         ..RunOptions::default()
     };
     let res = match observer::run::observe(&SkillInput::from(unit), &opts) {

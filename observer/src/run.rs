@@ -6,7 +6,8 @@ use crate::egress::canary::Needle;
 use crate::egress::proxy::{ca::CertAuthority, ProxyConfig};
 use crate::egress::{EgressConfig, EgressRuntime, EgressSockets};
 use crate::image::{self, Image, SkillFile};
-use crate::jail::{self, spec::Limits, JailOutcome};
+use crate::jail::{self, JailOutcome};
+use crate::limits::{EgressMeter, ResourceLimits, RunGuard};
 use crate::model::Fidelity;
 use crate::trace::{Event, EventKind, TraceHeader, TraceWriter};
 use std::collections::BTreeMap;
@@ -123,6 +124,7 @@ fn start_egress(
     needles: Vec<Needle>,
     writer: SharedWriter,
     t0: u64,
+    meter: std::sync::Arc<EgressMeter>,
 ) -> Result<EgressRuntime, String> {
     use std::net::{TcpListener, UdpSocket};
     let tcp = |v: Vec<std::os::fd::OwnedFd>| -> Result<Vec<TcpListener>, String> {
@@ -157,6 +159,7 @@ fn start_egress(
         ..EgressConfig::default()
     };
     let sink = move |kind: EventKind| -> u64 {
+        meter.count(&kind);
         let ev = Event {
             seq: 0,
             t_ns: jail::sys::monotonic_ns().saturating_sub(t0),
@@ -234,7 +237,8 @@ pub struct RunOptions {
     pub record: Option<PathBuf>,
     /// A live copy of the trace (`--events FILE|-`, see `events.rs`).
     pub events: Option<PathBuf>,
-    pub limits: Limits,
+    /// Per-run resource limits (`crate::limits`).
+    pub resources: ResourceLimits,
     pub grace: Duration,
     /// Run this argv (in the workspace) as the only step instead of the agent's plan.
     pub command: Option<Vec<String>>,
@@ -264,7 +268,7 @@ impl Default for RunOptions {
             timeout: Duration::from_secs(120),
             record: None,
             events: None,
-            limits: Limits::default(),
+            resources: ResourceLimits::default(),
             grace: Duration::from_secs(3),
             command: None,
             traced: true,
@@ -400,6 +404,8 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
     } else {
         None
     };
+    // The run's cgroup (when the host gives one) exists before the jail process does.
+    let mut guard = RunGuard::new(opts.resources.clone());
     let t0 = jail::sys::monotonic_ns();
     // The jail runs under another uid when we are root: it must be able to reach the staging dir.
     use std::os::unix::fs::PermissionsExt;
@@ -455,7 +461,7 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
     let mut spec = image.jail_spec(
         staging.to_string_lossy().into_owned(),
         steps,
-        opts.limits.clone(),
+        guard.limits().jail_limits(guard.enforcement()),
         opts.grace.as_millis() as u64,
         t0,
     );
@@ -493,6 +499,7 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
     let mut egress: Option<EgressRuntime> = None;
     let egress_writer = writer.clone();
     let needles = needles_of(&image.registry);
+    let meter = guard.meter();
     let (outcome, sink) = jail::run(
         &spec,
         opts.timeout,
@@ -505,10 +512,19 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
         &mut |fds| {
             let ca = ca.clone().ok_or("no CA")?;
             let answers = (opts.passthrough.clone(), opts.responses.clone());
-            let rt = start_egress(fds, ca, answers, needles.clone(), egress_writer.clone(), t0)?;
+            let rt = start_egress(
+                fds,
+                ca,
+                answers,
+                needles.clone(),
+                egress_writer.clone(),
+                t0,
+                meter.clone(),
+            )?;
             egress = Some(rt);
             Ok(())
         },
+        &mut guard,
     )?;
     let TraceSink {
         err,
@@ -549,6 +565,12 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
     }
     let mut reasons = incompleteness(&outcome, &timed_out);
     reasons.extend(egress_reasons);
+    let used = guard.finish(&outcome, outcome.wall, opts.timeout);
+    for (what, detail) in used.events {
+        writer.write(end_event(EventKind::Limit { what, detail }))?;
+    }
+    reasons.extend(used.reasons);
+    writer.write(end_event(EventKind::Resources(used.report)))?;
     writer.write(end_event(EventKind::RunEnd {
         duration_ms,
         complete: reasons.is_empty(),

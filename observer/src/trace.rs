@@ -343,6 +343,8 @@ pub enum EventKind {
     },
     /// A macOS shim (security, launchctl, …) was used (issue 4).
     Shim { program: String, argv: Vec<String> },
+    /// Just before `run_end`: the run's resource limits, how they were enforced, what it used.
+    Resources(crate::limits::ResourceReport),
 }
 
 /// Writes events as they happen; each line is flushed so a crash loses nothing already seen.

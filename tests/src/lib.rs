@@ -153,41 +153,167 @@ pub fn observe(skill: &Skill, args: &[&str]) -> Run {
 
 /// As `observe`, optionally through a command prefix (e.g. `setpriv` to drop privileges).
 pub fn observe_as(skill: &Skill, args: &[&str], prefix: Option<&[String]>) -> Run {
-    let trace = skill.dir.path().join("trace.jsonl");
-    let report = skill.dir.path().join("report.json");
+    start_observe(&skill.path(), skill.dir.path(), args, prefix).finish()
+}
+
+/// A running `observe` (started by [`start_observe`]).
+pub struct Job {
+    pub child: std::process::Child,
+    pub trace: PathBuf,
+    pub report: PathBuf,
+    started: Instant,
+}
+
+/// Starts `observe` on the skill at `skill_path` in the background; trace, report and baseline
+/// store go to `out` (which must exist).
+pub fn start_observe(
+    skill_path: &Path,
+    out: &Path,
+    args: &[&str],
+    prefix: Option<&[String]>,
+) -> Job {
+    let trace = out.join("trace.jsonl");
+    let report = out.join("report.json");
     let mut argv: Vec<String> = Vec::new();
     if let Some(p) = prefix {
         argv.extend(p.iter().cloned());
     }
     argv.push(observe_bin().to_string_lossy().into_owned());
-    argv.push(skill.path().to_string_lossy().into_owned());
+    argv.push(skill_path.to_string_lossy().into_owned());
     argv.extend(["--record".into(), trace.to_string_lossy().into_owned()]);
     argv.extend(["--report".into(), report.to_string_lossy().into_owned()]);
     argv.extend(args.iter().map(|s| s.to_string()));
-    let start = Instant::now();
+    let started = Instant::now();
     // Each test gets its own baseline store (the default one lives under XDG_DATA_HOME).
-    let output = Command::new(&argv[0])
+    let child = Command::new(&argv[0])
         .args(&argv[1..])
-        .env("XDG_DATA_HOME", skill.dir.path().join("xdg"))
-        .output()
+        .env("XDG_DATA_HOME", out.join("xdg"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("run observe");
-    let elapsed = start.elapsed();
-    let t = Trace::read_file(&trace).unwrap_or_else(|e| {
-        panic!(
-            "no trace ({e}); observe said:\n{}\n{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    let report = std::fs::read(&report)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok());
-    Run {
-        output,
-        trace: t,
+    Job {
+        child,
+        trace,
         report,
-        elapsed,
+        started,
     }
+}
+
+impl Job {
+    /// Waits for `observe` to end and reads what it wrote.
+    pub fn finish(self) -> Run {
+        let output = self.child.wait_with_output().expect("wait for observe");
+        let elapsed = self.started.elapsed();
+        let t = Trace::read_file(&self.trace).unwrap_or_else(|e| {
+            panic!(
+                "no trace ({e}); observe said:\n{}\n{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            )
+        });
+        let report = std::fs::read(&self.report)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        Run {
+            output,
+            trace: t,
+            report,
+            elapsed,
+        }
+    }
+
+    /// Waits (up to `within`) until the trace written so far contains `needle`.
+    pub fn wait_for_trace(&self, needle: &str, within: Duration) -> bool {
+        let end = Instant::now() + within;
+        while Instant::now() < end {
+            if std::fs::read_to_string(&self.trace).is_ok_and(|t| t.contains(needle)) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+}
+
+/// A process as `/proc` shows it: pid, parent, start time (to tell a reused pid), command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proc {
+    pub pid: u32,
+    pub ppid: u32,
+    pub start: u64,
+    pub uid: u32,
+    pub cmdline: String,
+}
+
+fn read_proc(pid: u32) -> Option<Proc> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which may hold spaces and parentheses.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let uid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default();
+    Some(Proc {
+        pid,
+        ppid: f.get(1)?.parse().ok()?,
+        start: f.get(19)?.parse().ok()?,
+        uid,
+        cmdline: cmdline.trim().to_string(),
+    })
+}
+
+/// Every process on the host.
+pub fn processes() -> Vec<Proc> {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .filter_map(read_proc)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The processes descended from `root` (not `root` itself).
+pub fn descendants(root: u32) -> Vec<Proc> {
+    let all = processes();
+    let mut out: Vec<Proc> = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for c in all.iter().filter(|c| c.ppid == p) {
+            frontier.push(c.pid);
+            out.push(c.clone());
+        }
+    }
+    out
+}
+
+/// Whether this exact process (same pid and start time) still exists (zombies count as gone).
+pub fn alive(p: &Proc) -> bool {
+    let zombie = std::fs::read_to_string(format!("/proc/{}/stat", p.pid))
+        .ok()
+        .and_then(|s| s.rfind(')').map(|i| s[i + 2..].starts_with('Z')))
+        .unwrap_or(true);
+    !zombie && read_proc(p.pid).is_some_and(|q| q.start == p.start)
+}
+
+/// The canary values the image of a run with `seed` plants.
+pub fn canary_values(seed: &str) -> Vec<Vec<u8>> {
+    let img = observer::image::build("linux", "x", &[], Some(seed)).expect("image for the seed");
+    img.registry.needles().map(|n| n.bytes.to_vec()).collect()
+}
+
+/// A copy of a corpus or example skill folder (`harness/corpus/NAME/skill`, `examples/skills/NAME`).
+pub fn repo_skill(rel: &str) -> PathBuf {
+    workspace_root().join(rel)
 }
 
 /// Creates (once) an unprivileged user for tests and returns the `setpriv` prefix that runs a

@@ -354,7 +354,7 @@ fn infinite_loop_ends_within_budget_and_is_incomplete() {
 }
 
 #[test]
-fn memory_bomb_is_stopped_by_the_address_space_limit() {
+fn memory_bomb_is_stopped_by_the_memory_limit() {
     let s = skill(
         "membomb",
         &[(
@@ -363,15 +363,30 @@ fn memory_bomb_is_stopped_by_the_address_space_limit() {
             0o644,
         )],
     );
-    let r = observe(&s, &["--timeout", "20"]);
+    let r = observe(&s, &["--timeout", "20", "--memory", "512M"]);
     assert_ends_within(&r, 20);
-    // The process dies of MemoryError (exit 1) long before the host is at risk.
     let exit = r.kinds().find_map(|k| match k {
-        EventKind::StepEnd { exit_code, .. } => Some(*exit_code),
+        EventKind::StepEnd {
+            exit_code, signal, ..
+        } => Some((*exit_code, *signal)),
         _ => None,
     });
-    assert_eq!(exit, Some(Some(1)));
-    assert!(r.run_end().0);
+    let resources = r.kinds().find_map(|k| match k {
+        EventKind::Resources(res) => Some(res.clone()),
+        _ => None,
+    });
+    let res = resources.expect("resources event");
+    if res.enforcement == observer::limits::Enforcement::Rlimits {
+        // The address-space rlimit: the process dies of MemoryError (exit 1).
+        assert_eq!(exit.map(|e| e.0), Some(Some(1)));
+        assert!(r.run_end().0);
+    } else {
+        // The run's cgroup: the kernel kills the process, and the report says why.
+        assert!(res.hit.contains(&"memory".to_string()), "{res:?} {exit:?}");
+        assert!(res.used.peak_memory_bytes.unwrap_or(0) <= 520 << 20);
+        let (complete, reasons) = r.run_end();
+        assert!(!complete && reasons.iter().any(|x| x.starts_with("limit: memory")));
+    }
 }
 
 #[test]

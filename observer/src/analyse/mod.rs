@@ -302,6 +302,7 @@ pub fn analyse(
             complete,
             incomplete_reasons: reasons,
             events: events.len() as u64,
+            resources: resources_of(&events, &profile),
         },
         static_view: StaticView {
             source: statics.source,
@@ -441,4 +442,17 @@ fn weigh(findings: Vec<Finding>, cfg: &AnalyseConfig) -> (Vec<Indicator>, u32) {
     });
     out.dedup_by(|a, b| a.id == b.id && a.summary == b.summary && a.evidence == b.evidence);
     (out, score)
+}
+
+/// The run's `resources` event, with the process count the trace shows.
+fn resources_of(
+    events: &[&Event],
+    profile: &crate::report::Profile,
+) -> Option<crate::limits::ResourceReport> {
+    let mut r = events.iter().rev().find_map(|e| match &e.kind {
+        EventKind::Resources(r) => Some(r.clone()),
+        _ => None,
+    })?;
+    r.used.processes = Some(profile.processes.len() as u64);
+    Some(r)
 }

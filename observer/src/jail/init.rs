@@ -280,6 +280,7 @@ pub fn run(spec: &JailSpec, go: OwnedFd, ctl_fd: OwnedFd) -> ! {
         (libc::RLIMIT_NOFILE, l.nofile),
         (libc::RLIMIT_AS, l.address_space),
         (libc::RLIMIT_FSIZE, l.file_size),
+        (libc::RLIMIT_CPU, l.cpu_seconds),
         (libc::RLIMIT_CORE, 0),
     ] {
         if let Err(e) = set_rlimit(res, v) {

@@ -41,7 +41,33 @@ pub struct JailOutcome {
     pub failure: Option<String>,
     pub info: Vec<(String, String)>,
     pub wall: Duration,
+    /// The supervisor stopped the run early (cancelled, or a limit only it can see).
+    pub stopped: Option<Stop>,
 }
+
+/// Why the supervisor ended a run before the jail finished.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stop {
+    /// `cancelled`, `cpu_time`, `egress_bytes`: also the `limit` event's `what`.
+    pub what: String,
+    pub detail: String,
+}
+
+/// The supervisor's hooks into a running jail (resource limits, cancellation).
+pub trait Watch {
+    /// The jail process exists and has not forked yet (e.g. to move it into a cgroup).
+    fn spawned(&mut self, _pid: u32) -> Result<(), String> {
+        Ok(())
+    }
+    /// Polled about every 100 ms while the jail runs: `Some` kills the jail.
+    fn poll(&mut self) -> Option<Stop> {
+        None
+    }
+}
+
+/// No hooks.
+pub struct NoWatch;
+impl Watch for NoWatch {}
 
 fn socketpair() -> std::io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
@@ -134,6 +160,11 @@ fn spawn_stage1(fds: [RawFd; 5]) -> std::io::Result<Child> {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
+            // Its own process group: a terminal's Ctrl-C reaches only the supervisor, which
+            // then ends the run and still writes the report.
+            if libc::setpgid(0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
             Ok(())
         });
     }
@@ -155,6 +186,7 @@ pub fn run<S: EventSink>(
     budget: Duration,
     mut sink: S,
     on_sockets: &mut dyn FnMut(egress_fds::EgressFds) -> Result<(), String>,
+    watch: &mut dyn Watch,
 ) -> Result<(JailOutcome, S), JailError> {
     let started = Instant::now();
     let (spec_r, spec_w) = pipe()?;
@@ -174,6 +206,13 @@ pub fn run<S: EventSink>(
     ])
     .map_err(JailError::Spawn)?;
     drop((spec_r, ev_w, up_w, down_r, eg_theirs));
+    // Before it reads its spec the jail process forks nothing: everything it will start is
+    // inside whatever `spawned` puts it in.
+    if let Err(e) = watch.spawned(child.id()) {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(JailError::Setup(format!("resource limits: {e}")));
+    }
     let spec_json = serde_json::to_vec(spec).map_err(|e| JailError::Setup(e.to_string()))?;
     // The spec can exceed a pipe's buffer; the jail reads it before anything else.
     let writer = std::thread::spawn(move || {
@@ -223,6 +262,76 @@ pub fn run<S: EventSink>(
 
     let (tx, rx) = mpsc::channel::<Msg>();
     let reader = std::thread::spawn(move || {
+        // A panic while writing the trace must not lose the run: it becomes a fatal message
+        // naming the part, and the sink (with what it already wrote) comes back.
+        let tx2 = tx.clone();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            read_events(ev_r, &mut sink, &tx)
+        }));
+        if let Err(p) = r {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            let _ = tx2.send(Msg::Fatal {
+                what: format!("trace writer panicked: {what}"),
+            });
+        }
+        sink
+    });
+    let mut out = JailOutcome::default();
+    let deadline = started + budget;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left.min(Duration::from_millis(100))) {
+            Ok(Msg::Fatal { what }) => {
+                out.failure.get_or_insert(what);
+            }
+            Ok(Msg::Info { key, value }) => out.info.push((key, value)),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if Instant::now() >= deadline {
+                    out.budget_exhausted = true;
+                    // Killing the tracer kills every task (PTRACE_O_EXITKILL and pid 1's
+                    // parent-death signal take the whole pid namespace down).
+                    let _ = child.kill();
+                    break;
+                }
+            }
+        }
+        if let Some(stop) = watch.poll() {
+            out.stopped = Some(stop);
+            let _ = child.kill();
+            break;
+        }
+    }
+    // Drain whatever the jail wrote before it ended.
+    let status = child.wait()?;
+    if !out.budget_exhausted && out.stopped.is_none() && !status.success() && out.failure.is_none()
+    {
+        out.failure = Some(format!(
+            "the tracer (jail process) ended abnormally ({status})"
+        ));
+    }
+    let sink = reader
+        .join()
+        .map_err(|_| JailError::Setup("the event reader panicked".into()))?;
+    while let Ok(m) = rx.try_recv() {
+        match m {
+            Msg::Fatal { what } => {
+                out.failure.get_or_insert(what);
+            }
+            Msg::Info { key, value } => out.info.push((key, value)),
+        }
+    }
+    out.wall = started.elapsed();
+    Ok((out, sink))
+}
+
+/// The event reader: trace lines to the sink, messages to the supervisor's loop.
+fn read_events<S: EventSink>(ev_r: OwnedFd, sink: &mut S, tx: &mpsc::Sender<Msg>) {
+    {
         use std::io::Read;
         let mut f = std::fs::File::from(ev_r);
         let mut buf = vec![0u8; 1 << 20];
@@ -251,45 +360,5 @@ pub fn run<S: EventSink>(
             pending.drain(..start);
             sink.idle();
         }
-        sink
-    });
-    let mut out = JailOutcome::default();
-    let deadline = started + budget;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left.min(Duration::from_millis(100))) {
-            Ok(Msg::Fatal { what }) => {
-                out.failure.get_or_insert(what);
-            }
-            Ok(Msg::Info { key, value }) => out.info.push((key, value)),
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                if Instant::now() >= deadline {
-                    out.budget_exhausted = true;
-                    // Killing the tracer kills every task (PTRACE_O_EXITKILL and pid 1's
-                    // parent-death signal take the whole pid namespace down).
-                    let _ = child.kill();
-                    break;
-                }
-            }
-        }
     }
-    // Drain whatever the jail wrote before it ended.
-    let status = child.wait()?;
-    if !out.budget_exhausted && !status.success() && out.failure.is_none() {
-        out.failure = Some(format!("the jail process ended abnormally ({status})"));
-    }
-    let sink = reader
-        .join()
-        .map_err(|_| JailError::Setup("the event reader panicked".into()))?;
-    while let Ok(m) = rx.try_recv() {
-        match m {
-            Msg::Fatal { what } => {
-                out.failure.get_or_insert(what);
-            }
-            Msg::Info { key, value } => out.info.push((key, value)),
-        }
-    }
-    out.wall = started.elapsed();
-    Ok((out, sink))
 }

@@ -348,26 +348,40 @@ pub fn build(spec: &JailSpec) -> io::Result<()> {
             bind_host_path(&root, host)?;
         }
     }
-    for rw in &spec.rw_mounts {
-        let p = under(&root, rw);
-        mkdirs(&p, 0o755)?;
-        let size = if rw == "/tmp" || rw == "/var/tmp" {
-            spec.limits.tmp_bytes
-        } else {
-            spec.limits.home_bytes
-        };
-        let mode = if rw == "/tmp" || rw == "/var/tmp" {
-            "1777"
-        } else {
-            "755"
-        };
+    // One tmpfs holds every writable directory, so the run's writable space is one number
+    // (`--disk`) however the skill spreads its writes; each directory is a bind of a subfolder.
+    let rw_root = root.join(".rw");
+    if !spec.rw_mounts.is_empty() {
+        mkdirs(&rw_root, 0o700)?;
         mount(
             Some("tmpfs"),
-            &p,
+            &rw_root,
             Some("tmpfs"),
             libc::MS_NOSUID | libc::MS_NODEV,
-            Some(&format!("size={size},mode={mode}")),
+            Some(&format!("size={},mode=755", spec.limits.disk_bytes)),
         )?;
+    }
+    for (i, rw) in spec.rw_mounts.iter().enumerate() {
+        let p = under(&root, rw);
+        mkdirs(&p, 0o755)?;
+        let mode = if rw == "/tmp" || rw == "/var/tmp" {
+            0o1777
+        } else {
+            0o755
+        };
+        let src = rw_root.join(i.to_string());
+        mkdirs(&src, mode)?;
+        // mkdir's mode is masked by the umask: set it exactly (sticky bit for the temp dirs).
+        std::fs::set_permissions(&src, std::os::unix::fs::PermissionsExt::from_mode(mode))?;
+        mount(Some(&src.to_string_lossy()), &p, None, libc::MS_BIND, None)?;
+    }
+    if !spec.rw_mounts.is_empty() {
+        // The binds keep the tmpfs alive; its own mount point goes.
+        let c = path_c(&rw_root)?;
+        // SAFETY: valid C string.
+        cvt_i(unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) })
+            .map_err(|e| io::Error::new(e.kind(), format!("detach .rw: {e}")))?;
+        std::fs::remove_dir(&rw_root)?;
     }
     write_entries(&root, &ovl, &spec.overlay_dirs, &spec.entries)?;
     for d in &spec.overlay_dirs {

@@ -61,27 +61,23 @@ impl StepSpec {
     }
 }
 
-/// Per-run resource limits (rlimits and tmpfs sizes).
+/// Per-run resource limits the jail applies itself (rlimits and the writable tmpfs size); see
+/// `crate::limits` for how they are chosen.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Limits {
     pub nproc: u64,
     pub nofile: u64,
     pub address_space: u64,
     pub file_size: u64,
-    pub home_bytes: u64,
-    pub tmp_bytes: u64,
+    /// One tmpfs of this size holds every writable directory (`rw_mounts`).
+    pub disk_bytes: u64,
+    /// `RLIMIT_CPU` of each process.
+    pub cpu_seconds: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
-            nproc: 128,
-            nofile: 1024,
-            address_space: 2 << 30,
-            file_size: 256 << 20,
-            home_bytes: 512 << 20,
-            tmp_bytes: 256 << 20,
-        }
+        crate::limits::ResourceLimits::default().jail_limits(crate::limits::Enforcement::Rlimits)
     }
 }
 

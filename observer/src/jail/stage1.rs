@@ -149,7 +149,37 @@ pub fn main() -> ! {
     if write_all_fd(go_w.as_raw_fd(), b"g").is_err() {
         fatal("init vanished");
     }
+    let (rw_first, disk_bytes) = (spec.rw_mounts.first().cloned(), spec.limits.disk_bytes);
     let mut tracer = Tracer::new(spec, host_proc, child, go_w, ctl_r, FD_EVENTS);
     let code = tracer.run();
+    report_disk_use(rw_first.as_deref(), disk_bytes);
     std::process::exit(code)
+}
+
+/// How full the jail's writable tmpfs ended (we share the jail's mount namespace and, after its
+/// `pivot_root`, its root): `disk_used` / `disk_size` messages for the supervisor's limits.
+fn report_disk_use(dir: Option<&str>, disk_bytes: u64) {
+    let Some(dir) = dir else {
+        return;
+    };
+    let Ok(st) = nix::sys::statfs::statfs(dir) else {
+        return;
+    };
+    let bsize = st.block_size() as u64;
+    let size = st.blocks() * bsize;
+    // Only our tmpfs: anything else means we are not looking at the jail's root.
+    if st.filesystem_type() != nix::sys::statfs::TMPFS_MAGIC
+        || size.abs_diff(disk_bytes) > bsize.max(4096)
+    {
+        return;
+    }
+    let used = (st.blocks() - st.blocks_free()) * bsize;
+    for (key, value) in [("disk_used", used), ("disk_size", size)] {
+        let line = serde_json::to_string(&Msg::Info {
+            key: key.into(),
+            value: value.to_string(),
+        })
+        .unwrap_or_default();
+        let _ = write_all_fd(FD_EVENTS, format!("{line}\n").as_bytes());
+    }
 }

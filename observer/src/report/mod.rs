@@ -200,6 +200,9 @@ pub struct RunInfo {
     pub complete: bool,
     pub incomplete_reasons: Vec<String>,
     pub events: u64,
+    /// Limits, their enforcement and what the run used (absent in traces from before issue 8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<crate::limits::ResourceReport>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
