@@ -336,6 +336,36 @@ fn credential_access_fires_and_is_info_when_declared() {
 }
 
 #[test]
+fn a_refused_read_of_pid_1s_environment_is_a_probe_not_a_credential_read() {
+    // systemd-detect-virt looks for `container=` in PID 1's environment; the kernel refuses it.
+    let mut t = T::new();
+    t.step(1, "run");
+    t.exec(
+        10,
+        1,
+        "/usr/bin/systemd-detect-virt",
+        &["systemd-detect-virt"],
+    );
+    let env = t.ev(
+        10,
+        Some(1),
+        crate::trace::EventKind::Open {
+            path: "/proc/1/environ".into(),
+            requested: "/proc/1/environ".into(),
+            flags: vec!["O_RDONLY".into()],
+            write: false,
+            result: crate::trace::SysResult {
+                ret: Some(-13),
+                err: Some("EACCES".into()),
+            },
+        },
+    );
+    let r = judge(&t.done(), &statics(&[Execution], &[]));
+    assert!(!has(&r, "BEHAV_CRED_ACCESS"), "{:#?}", r.indicators);
+    assert!(find(&r, "BEHAV_SANDBOX_PROBE").evidence.contains(&env));
+}
+
+#[test]
 fn credential_read_through_a_hard_link_or_another_processes_environment() {
     let mut t = T::new();
     t.step(1, "run");
