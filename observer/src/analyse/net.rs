@@ -86,7 +86,9 @@ pub fn hosts_by_key(o: &Observations, cfg: &AnalyseConfig) -> BTreeMap<String, H
         a.urls.extend(g.url.clone());
         a.via.insert(g.via);
         a.seqs.push(g.seq);
-        if let Some(p) = g.port.filter(|_| g.via != "dns") {
+        // Port 0 carries nothing: glibc's getaddrinfo `connect()`s a datagram socket to port 0
+        // of every answer to rank addresses (RFC 6724) and sends no packet.
+        if let Some(p) = g.port.filter(|p| g.via != "dns" && *p != 0) {
             a.ports.insert(p);
         }
         a.data |= g.data;

@@ -336,6 +336,34 @@ fn credential_access_fires_and_is_info_when_declared() {
 }
 
 #[test]
+fn getaddrinfo_ranking_connects_to_port_0_are_no_unusual_port() {
+    // glibc connects a UDP socket to port 0 of each answer to sort them, then TCP to 443.
+    let mut t = T::new();
+    t.step(1, "run");
+    t.exec(10, 1, "/usr/bin/node", &["node", "x.js"]);
+    t.connect(10, 1, "203.0.113.7", 0);
+    t.connect(10, 1, "203.0.113.7", 443);
+    let mut u = T::new();
+    u.step(1, "run");
+    u.exec(10, 1, "/usr/bin/node", &["node", "x.js"]);
+    u.connect(10, 1, "203.0.113.7", 0);
+    u.connect(10, 1, "203.0.113.7", 4444);
+    let sink = |t: T| {
+        judge(&t.done(), &statics(&[Execution], &[]))
+            .indicators
+            .into_iter()
+            .filter(|i| i.id == "BEHAV_UNTRUSTED_SINK")
+            .map(|i| i.summary)
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let a = sink(t);
+    assert!(!a.contains("unusual port"), "{a}");
+    let b = sink(u);
+    assert!(b.contains("unusual port 4444") && !b.contains("0,"), "{b}");
+}
+
+#[test]
 fn a_refused_read_of_pid_1s_environment_is_a_probe_not_a_credential_read() {
     // systemd-detect-virt looks for `container=` in PID 1's environment; the kernel refuses it.
     let mut t = T::new();
