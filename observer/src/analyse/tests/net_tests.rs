@@ -583,6 +583,47 @@ fn an_over_broad_declaration_does_not_launder_hosts() {
 }
 
 #[test]
+fn a_client_sending_the_token_it_read_itself_to_its_own_service_is_ambient() {
+    // `gh` reads its own hosts.yml and sends the token to api.github.com, undeclared (as
+    // `npm install` does with ~/.npmrc and registry.npmjs.org).
+    let run = |prog: &str, argv: &[&str]| {
+        let mut t = T::new();
+        t.step(1, "sync");
+        t.exec(20, 1, prog, argv);
+        t.read(20, 1, "/home/alice/.config/gh/hosts.yml");
+        let h = t.http(
+            20,
+            1,
+            "GET",
+            "https://api.github.com/user",
+            "api.github.com",
+            0,
+        );
+        t.canary("gh-cli", Some("api.github.com"), h, &["header"]);
+        judge(&t.done(), &statics(&[Execution], &[]))
+    };
+    let r = run("/usr/bin/gh", &["gh", "api", "user"]);
+    let acc: Vec<_> = r
+        .indicators
+        .iter()
+        .filter(|i| i.id == "BEHAV_CRED_ACCESS")
+        .collect();
+    assert!(
+        !acc.is_empty() && acc.iter().all(|i| i.weight == 10),
+        "{acc:#?}"
+    );
+    // Another program reading the store and using the token is a full credential access.
+    let r = run("/usr/bin/python3", &["python3", "-c", "x"]);
+    assert!(
+        r.indicators.iter().any(|i| i.id == "BEHAV_CRED_ACCESS"
+            && i.weight == 30
+            && i.summary.contains("used with")),
+        "{:#?}",
+        r.indicators
+    );
+}
+
+#[test]
 fn implicit_client_reads_are_low_and_taint_nothing() {
     // `requests` opens ~/.netrc before each request; npm reads ~/.npmrc
     let mut t = T::new();
