@@ -84,7 +84,11 @@ fn strip_columns(line: &str, n: usize) -> &str {
         if col >= n || !(ch == ' ' || ch == '\t') {
             return &line[i..];
         }
-        col = if ch == '\t' { col + 4 - col % 4 } else { col + 1 };
+        col = if ch == '\t' {
+            col + 4 - col % 4
+        } else {
+            col + 1
+        };
     }
     ""
 }
