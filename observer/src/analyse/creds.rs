@@ -180,7 +180,12 @@ pub fn cred_read(
         {
             let n: i32 = parts[0].parse().unwrap_or(-1);
             let own = n == ev.pid || Some(n) == ev.vpid || Some(n) == ev.tid;
-            if !own {
+            // A refused open (EACCES: another user's or a non-dumpable process) read nothing;
+            // `systemd-detect-virt` and container checks try PID 1's environment routinely, and
+            // that attempt is a sandbox probe (fs.rs), not a credential read.
+            let refused =
+                matches!(&ev.kind, EventKind::Open { result, .. } if result.err.is_some());
+            if !own && !refused {
                 o.creds.push(CredObs {
                     seq: ev.seq,
                     pid: ev.pid,

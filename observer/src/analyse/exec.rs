@@ -282,6 +282,35 @@ pub fn remote_exec(o: &Observations) -> Vec<(String, Vec<u64>)> {
             ));
         }
     }
+    // 2b. a shell whose code came through a pipe (a decoded stage: `… | base64 -d | sh`) runs a
+    // downloader that prints what it fetched: inside such a shell its output can only come back
+    // through `$(…)`, the shape of `eval "$(curl …)"`. Shells running code from a file or `-c`
+    // are left to rule 1 and the file rules: there `x=$(curl …)` is ordinary data.
+    for e in o
+        .execs
+        .iter()
+        .filter(|e| e.ok && is_shell(&e.program) && reads_code_from_stdin(e))
+    {
+        let child = o.execs.iter().find(|c| {
+            c.ok && c.seq > e.seq
+                && o.parent.get(&c.pid) == Some(&e.pid)
+                && net_pids.contains(&c.pid)
+                && downloads_to_stdout(&c.argv)
+        });
+        if let Some(c) = child {
+            let mut ev = vec![e.seq, c.seq];
+            ev.extend(net_seq.get(&c.pid));
+            out.push((
+                format!(
+                    "{} reads its code from a pipe and takes back what {} fetched: {}",
+                    basename(&e.program),
+                    basename(&c.program),
+                    short(&c.argv.join(" "))
+                ),
+                ev,
+            ));
+        }
+    }
     // 3. a file written by a process that talked to the network, later run
     let mut fetched: HashMap<String, u64> = HashMap::new();
     let rename_from: HashMap<u64, &super::observe::FileObs> = o
@@ -333,6 +362,40 @@ pub fn remote_exec(o: &Observations) -> Vec<(String, Vec<u64>)> {
         }
     }
     out
+}
+
+/// A downloader command line whose fetched body goes to stdout (`curl URL`, `wget -qO- URL`),
+/// not to a file.
+fn downloads_to_stdout(argv: &[String]) -> bool {
+    let Some(prog) = argv.first().map(|p| basename(p)) else {
+        return false;
+    };
+    let args = &argv[1..];
+    let has_url = args.iter().any(|a| a.contains("://"));
+    match prog.as_str() {
+        "curl" => {
+            let to_file = args
+                .windows(2)
+                .any(|w| matches!(w[0].as_str(), "-o" | "--output") && w[1] != "-")
+                || args.iter().any(|a| {
+                    matches!(a.as_str(), "-O" | "--remote-name" | "--remote-name-all")
+                        || (a.starts_with("-o") && a.len() > 2 && a != "-o-")
+                        || (a.starts_with('-') && !a.starts_with("--") && a.ends_with('O'))
+                });
+            has_url && !to_file
+        }
+        "wget" => {
+            let to_stdout = args
+                .windows(2)
+                .any(|w| matches!(w[0].as_str(), "-O" | "--output-document") && w[1] == "-")
+                || args.iter().any(|a| {
+                    a == "--output-document=-"
+                        || (a.starts_with('-') && !a.starts_with("--") && a.ends_with("O-"))
+                });
+            has_url && to_stdout
+        }
+        _ => false,
+    }
 }
 
 fn fileless(p: &str) -> bool {

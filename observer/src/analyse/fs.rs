@@ -244,6 +244,8 @@ const STRONG_MARKERS: &[&str] = &[
     "/proc/1/comm",
     "/proc/1/cmdline",
     "/proc/1/status",
+    // `container=` in PID 1's environment (systemd-detect-virt, container checks)
+    "/proc/1/environ",
     "/sys/class/dmi/id",
     "/sys/devices/virtual/dmi/id",
     "/sys/firmware/dmi",

