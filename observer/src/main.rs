@@ -483,7 +483,11 @@ fn observe_one(
             .map(|argv| observer::run::ExternalAgent {
                 argv,
                 task: cli.task.clone().unwrap_or_else(|| default_task(unit)),
-                passthrough: cli.passthrough.iter().map(|r| passthrough_host(r)).collect(),
+                passthrough: cli
+                    .passthrough
+                    .iter()
+                    .map(|r| passthrough_host(r))
+                    .collect(),
             }),
         resources: resources.clone(),
         ..RunOptions::default()

@@ -10,10 +10,12 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+// Short sleeps are real up to the virtual clock's per-step budget (3 s, docs/agent.md "Time");
+// one long `sleep 8` would be fast-forwarded and the run would end at once.
 const SLOW: &str = "#!/bin/sh
 cat /etc/hostname > /dev/null
 echo started
-sleep 8
+for i in 1 2 3 4 5 6 7; do sleep 0.4; done
 echo finished
 ";
 
@@ -66,7 +68,7 @@ fn events_stream_live_to_stdout_while_the_run_goes() {
                 let first = is_first_action(&line);
                 lines.push(line);
                 if first {
-                    // observe must still be running: the skill sleeps 8 s after this
+                    // observe must still be running: the skill sleeps 2.8 s after this
                     let still_running = child.try_wait().expect("try_wait").is_none();
                     assert!(
                         still_running,
@@ -100,10 +102,10 @@ fn events_stream_live_to_stdout_while_the_run_goes() {
             "no first action seen before the run ended (status {status:?}): {lines:#?}\n{stderr}"
         )
     };
-    // The skill sleeps 8 s after its first action: a stream written only at the end of the run
-    // would deliver it moments before exit, not seconds.
+    // The skill sleeps 2.8 s (real) after its first action: a stream written only at the end of
+    // the run would deliver it moments before exit, not seconds.
     assert!(
-        exited.duration_since(seen) >= Duration::from_secs(4),
+        exited.duration_since(seen) >= Duration::from_secs(2),
         "first action arrived only {:?} before exit",
         exited.duration_since(seen)
     );

@@ -63,9 +63,21 @@ impl SqliteStore {
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| err(e.to_string()))?;
         // journal_mode returns a row; a file that is not a database fails here with a clear message.
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-            .map_err(|e| err(format!("not a usable SQLite database: {e}")))?;
+        // Switching a fresh file to WAL takes an exclusive lock and reports SQLITE_BUSY without
+        // calling the busy handler, so workers opening a new store at once retry here.
+        let started = std::time::Instant::now();
+        let mode: String = loop {
+            match conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)) {
+                Ok(m) => break m,
+                Err(rusqlite::Error::SqliteFailure(f, _))
+                    if f.code == rusqlite::ErrorCode::DatabaseBusy
+                        && started.elapsed() < BUSY_TIMEOUT =>
+                {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => return Err(err(format!("not a usable SQLite database: {e}"))),
+            }
+        };
         if !mode.eq_ignore_ascii_case("wal") {
             tracing::warn!(path = %path.display(), mode, "baseline store could not switch to WAL");
         }

@@ -114,11 +114,12 @@ impl ResourceLimits {
         Limits {
             nproc: if cgroup { self.pids * 2 } else { self.pids },
             nofile: 1024,
-            address_space: if cgroup {
-                self.memory.saturating_add((self.memory / 2).max(256 << 20))
-            } else {
-                self.memory
-            },
+            // With a cgroup bounding memory, address space is not limited: V8 reserves ~10 GiB of
+            // address space per WebAssembly memory (Node's built-in `fetch` uses one), which an
+            // address-space limit near the memory limit refuses. Without a cgroup the
+            // address-space limit is the only memory bound (and Node's `fetch` fails: docs/
+            // threat-model.md).
+            address_space: if cgroup { u64::MAX } else { self.memory },
             // Below the writable space, so one huge file is reported as such (`file_size`)
             // rather than only filling the disk.
             file_size: (256u64 << 20).min(self.disk / 2),

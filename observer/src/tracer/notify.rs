@@ -435,8 +435,10 @@ impl Tracer {
                 // SAFETY: st is a valid out-pointer.
                 unsafe { libc::fstat(fd.as_raw_fd(), &mut st) };
                 let actual = self.fd_path(fd.as_raw_fd()).unwrap_or_else(|| lossy(&path));
-                if st.st_mode & libc::S_IFMT == libc::S_IFIFO && !is_path {
-                    // A FIFO's open blocks by design: let the kernel do this one.
+                // A FIFO's open blocks by design, and an O_PATH fd cannot be handed over (the
+                // kernel's ADDFD refuses O_PATH files with EBADF): let the kernel do these. An
+                // O_PATH fd gives no access to content; opens relative to it are replayed.
+                if is_path || st.st_mode & libc::S_IFMT == libc::S_IFIFO {
                     drop(fd);
                     self.record_open(c.tid, actual, requested, flags, SysResult::unknown());
                     let _ = sys::notif_continue(listener, c.id);
@@ -462,13 +464,12 @@ impl Tracer {
                         flags,
                         SysResult::ok(newfd as i64),
                     ),
-                    Err(e) => self.record_open(
-                        c.tid,
-                        actual,
-                        requested,
-                        flags,
-                        SysResult::errno(e.raw_os_error().unwrap_or(libc::EIO)),
-                    ),
+                    Err(e) => {
+                        let e = e.raw_os_error().unwrap_or(libc::EIO);
+                        self.record_open(c.tid, actual, requested, flags, SysResult::errno(e));
+                        // The task still waits for an answer (unless it is gone).
+                        let _ = sys::notif_respond(listener, c.id, Err(e));
+                    }
                 }
                 None
             }
