@@ -218,19 +218,6 @@ fn external_agent(cli: &Cli) -> Result<Option<Vec<String>>, String> {
     Ok(Some(argv))
 }
 
-/// The host part of a `--passthrough` rule (`*.api.example:443` -> `api.example`).
-fn passthrough_host(rule: &str) -> String {
-    let r = rule.trim().trim_start_matches("*.");
-    let r = if let Some(v6) = r.strip_prefix('[') {
-        v6.split(']').next().unwrap_or(v6)
-    } else if r.matches(':').count() == 1 {
-        r.split(':').next().unwrap_or(r)
-    } else {
-        r
-    };
-    r.to_ascii_lowercase()
-}
-
 /// The task an external agent gets when `--task` is not given: ask it to use the skill.
 fn default_task(unit: &observer::bundle::SkillUnit) -> String {
     let desc = unit.description.as_deref().unwrap_or("").trim();
@@ -483,11 +470,7 @@ fn observe_one(
             .map(|argv| observer::run::ExternalAgent {
                 argv,
                 task: cli.task.clone().unwrap_or_else(|| default_task(unit)),
-                passthrough: cli
-                    .passthrough
-                    .iter()
-                    .map(|r| passthrough_host(r))
-                    .collect(),
+                passthrough: cli.passthrough.clone(),
             }),
         resources: resources.clone(),
         ..RunOptions::default()

@@ -38,7 +38,7 @@ pub struct ExternalAgent {
     /// The command line (program first); the task is appended as the last argument.
     pub argv: Vec<String>,
     pub task: String,
-    /// Hosts the agent needs upstream (its model API), from `--passthrough`.
+    /// `--passthrough` rules for the agent's model API.
     pub passthrough: Vec<String>,
 }
 
@@ -127,31 +127,23 @@ fn start_egress(
     meter: std::sync::Arc<EgressMeter>,
 ) -> Result<EgressRuntime, String> {
     use std::net::{TcpListener, UdpSocket};
-    let tcp = |v: Vec<std::os::fd::OwnedFd>| -> Result<Vec<TcpListener>, String> {
+    /// The jail's listener fds as non-blocking std sockets (tokio takes them over).
+    fn nonblocking<T: From<std::os::fd::OwnedFd>>(
+        v: Vec<std::os::fd::OwnedFd>,
+        set: fn(&T, bool) -> std::io::Result<()>,
+    ) -> Result<Vec<T>, String> {
         v.into_iter()
             .map(|f| {
-                let l = TcpListener::from(f);
-                l.set_nonblocking(true)
-                    .map(|_| l)
-                    .map_err(|e| e.to_string())
+                let s = T::from(f);
+                set(&s, true).map(|_| s).map_err(|e| e.to_string())
             })
             .collect()
-    };
-    let udp = |v: Vec<std::os::fd::OwnedFd>| -> Result<Vec<UdpSocket>, String> {
-        v.into_iter()
-            .map(|f| {
-                let s = UdpSocket::from(f);
-                s.set_nonblocking(true)
-                    .map(|_| s)
-                    .map_err(|e| e.to_string())
-            })
-            .collect()
-    };
+    }
     let sockets = EgressSockets {
-        transparent_tcp: tcp(fds.tcp)?,
-        dns_udp: udp(fds.dns_udp)?,
-        dns_tcp: tcp(fds.dns_tcp)?,
-        udp_catchall: udp(fds.udp)?,
+        transparent_tcp: nonblocking(fds.tcp, TcpListener::set_nonblocking)?,
+        dns_udp: nonblocking(fds.dns_udp, UdpSocket::set_nonblocking)?,
+        dns_tcp: nonblocking(fds.dns_tcp, TcpListener::set_nonblocking)?,
+        udp_catchall: nonblocking(fds.udp, UdpSocket::set_nonblocking)?,
     };
     let cfg = EgressConfig {
         needles,

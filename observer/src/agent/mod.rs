@@ -410,40 +410,6 @@ fn finish(
     }
 }
 
-/// How much of the plan ran.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Coverage {
-    pub steps_run: usize,
-    /// Planned steps plus those over the step limit.
-    pub steps_found: usize,
-    pub scripts_executed: usize,
-    pub scripts_bundled: usize,
-}
-
-impl Coverage {
-    /// Every step found ran and every runnable script was run by one of them.
-    pub fn complete(&self) -> bool {
-        self.steps_run >= self.steps_found && self.scripts_executed >= self.scripts_bundled
-    }
-}
-
-/// Coverage of a plan given the ids of the steps that ran (started in the jail).
-pub fn coverage(plan: &Plan, ran: &[u32]) -> Coverage {
-    let ran: BTreeSet<u32> = ran.iter().copied().collect();
-    let ran_steps: Vec<&PlannedStep> = plan.steps.iter().filter(|s| ran.contains(&s.id)).collect();
-    let executed: BTreeSet<&str> = ran_steps
-        .iter()
-        .flat_map(|s| s.scripts.iter().map(String::as_str))
-        .filter(|p| plan.scripts.iter().any(|s| s == p))
-        .collect();
-    Coverage {
-        steps_run: ran_steps.len(),
-        steps_found: plan.steps.len() + plan.over_limit.len(),
-        scripts_executed: executed.len(),
-        scripts_bundled: plan.scripts.len(),
-    }
-}
-
 impl PlannedStep {
     /// The jail's step: argv, cwd and budget, with the step's environment and stdin.
     pub fn to_step_spec(&self) -> StepSpec {
@@ -539,15 +505,7 @@ pub fn plan_scripts(
         };
         for h in heads {
             let d = steps::script_step(StepKind::OrphanScript, s, &h, &[], None, &ctx);
-            steps.push(StepSpec {
-                env: Vec::new(),
-                stdin: None,
-                clock_offset_ns: 0,
-                label: d.label,
-                argv: d.argv,
-                cwd: d.cwd,
-                timeout_ms: step_timeout_ms,
-            });
+            steps.push(StepSpec::plain(d.label, d.argv, d.cwd, step_timeout_ms));
         }
     }
     steps

@@ -2,6 +2,32 @@
 
 use super::test_support::{skill, unit};
 use super::*;
+use crate::report::plan::Coverage;
+
+/// Coverage as the report computes it: the plan's record joined with `step_start` events of
+/// the steps in `ran`.
+fn coverage(p: &Plan, ran: &[u32]) -> Coverage {
+    use crate::trace::{Event, EventKind};
+    let events: Vec<Event> = ran
+        .iter()
+        .enumerate()
+        .map(|(i, &step)| Event {
+            seq: i as u64 + 1,
+            t_ns: 0,
+            pid: 1,
+            tid: None,
+            ppid: None,
+            vpid: Some(1),
+            step: Some(step),
+            kind: EventKind::StepStart {
+                label: String::new(),
+                argv: Vec::new(),
+            },
+        })
+        .collect();
+    let refs: Vec<&Event> = events.iter().collect();
+    crate::report::plan::plan_report(&p.record(0), &refs).coverage
+}
 
 pub(super) const SKILL_DIR: &str = "/home/alice/.claude/skills/my-skill";
 pub(super) const WS: &str = "/home/alice/projects/webapp";
@@ -398,13 +424,14 @@ fn coverage_counts_steps_and_scripts() {
             steps_run: all.len(),
             steps_found: all.len(),
             scripts_executed: 2,
-            scripts_bundled: 2
+            scripts_bundled: 2,
+            complete: true,
         }
     );
-    assert!(c.complete());
+    assert!(c.complete);
     let c = coverage(&p, &all[..1]);
     assert_eq!((c.steps_run, c.scripts_executed), (1, 1));
-    assert!(!c.complete());
+    assert!(!c.complete);
     assert_eq!(coverage(&p, &[999]).steps_run, 0);
 }
 
@@ -421,7 +448,7 @@ fn step_limit_moves_the_rest_over_the_limit() {
     assert_eq!(p.over_limit.len(), 40);
     let cov = coverage(&p, &(0..10).collect::<Vec<_>>());
     assert_eq!(cov.steps_found, 50);
-    assert!(!cov.complete());
+    assert!(!cov.complete);
 }
 
 #[test]

@@ -93,19 +93,25 @@ fn parse_fidelity(s: Option<&str>) -> Option<Fidelity> {
 
 /// Judge a trace.
 /// An external agent's own traffic to its passthrough hosts (its model API) is recorded but not
-/// the skill's: connections of the agent's process, and lookups of those names (DNS queries carry
-/// no process). The same host reached by any other process still counts.
+/// the skill's: connections of the agent's process that the `--passthrough` rules let through, and
+/// lookups of those names (DNS queries carry no process). The same host reached by any other
+/// process still counts.
 fn drop_agent_passthrough(o: &mut observe::Observations, a: &crate::report::plan::AgentReport) {
+    use crate::egress::proxy::passthrough::PassthroughRule;
     let Some(root) = a.pid else { return };
-    let listed = |name: &str| {
-        let n = name.trim_end_matches('.').to_ascii_lowercase();
-        a.passthrough.iter().any(|h| {
-            let h = h.trim_end_matches('.').to_ascii_lowercase();
-            n == h || n.ends_with(&format!(".{h}"))
-        })
-    };
-    o.egress
-        .retain(|g| !(listed(&g.host.name) && (g.pid == root || g.via == "dns")));
+    let rules: Vec<PassthroughRule> = a
+        .passthrough
+        .iter()
+        .filter_map(|r| PassthroughRule::parse(r).ok())
+        .collect();
+    o.egress.retain(|g| {
+        let agents = match (g.via, g.port) {
+            ("dns", _) => rules.iter().any(|r| r.matches_host(&g.host.name)),
+            (_, Some(port)) if g.pid == root => rules.iter().any(|r| r.matches(&g.host.name, port)),
+            _ => false,
+        };
+        !agents
+    });
 }
 
 pub fn analyse(

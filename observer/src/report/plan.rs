@@ -37,8 +37,8 @@ pub struct AgentRecord {
     /// The agent's command line, task last.
     pub argv: Vec<String>,
     pub task: String,
-    /// Hosts forwarded upstream for the agent (its model API); its own traffic to them is not
-    /// counted against the skill.
+    /// `--passthrough` rules (`HOST[:PORT]`, `*.SUFFIX`) forwarding the agent's model API
+    /// upstream; its own traffic they let through is not counted against the skill.
     pub passthrough: Vec<String>,
 }
 

@@ -80,7 +80,6 @@ impl Tracer {
     }
 
     fn note_skip(&mut self, tid: i32, what: &str, ns: u64) {
-        self.time.skipped_total_ns = self.time.skipped_total_ns.saturating_add(ns);
         if ns < 1_000_000_000 {
             return;
         }
@@ -373,7 +372,7 @@ impl Tracer {
     pub(super) fn time_summary(&self) {
         self.info(
             "time_skipped_ms",
-            &(self.time.skipped_total_ns / 1_000_000).to_string(),
+            &(self.time.clock.skipped_ns / 1_000_000).to_string(),
         );
     }
 }
@@ -387,5 +386,4 @@ pub(super) struct TimeState {
     pub clock_reads: std::collections::HashMap<Option<u32>, u64>,
     pub waits: std::collections::HashMap<i32, PendingWait>,
     pub skips_noted: u32,
-    pub skipped_total_ns: u64,
 }

@@ -78,23 +78,27 @@ impl PassthroughRule {
     /// Does a request to `host:port` match? `host` as written by the client (any case, maybe a
     /// trailing dot or IPv6 brackets).
     pub fn matches(&self, host: &str, port: u16) -> bool {
+        let port_ok = match self.port {
+            Some(p) => p == port,
+            None => DEFAULT_PORTS.contains(&port),
+        };
+        port_ok && self.matches_host(host)
+    }
+
+    /// Does `host` (as in [`Self::matches`]) match, whatever the port (a DNS lookup has none)?
+    pub fn matches_host(&self, host: &str) -> bool {
         let host = host
             .trim_start_matches('[')
             .trim_end_matches(']')
             .trim_end_matches('.')
             .to_ascii_lowercase();
-        let host_ok = if self.wildcard {
+        if self.wildcard {
             host.len() > self.host.len() + 1
                 && host.ends_with(&self.host)
                 && host.as_bytes()[host.len() - self.host.len() - 1] == b'.'
         } else {
             host == self.host
-        };
-        let port_ok = match self.port {
-            Some(p) => p == port,
-            None => DEFAULT_PORTS.contains(&port),
-        };
-        host_ok && port_ok
+        }
     }
 }
 
@@ -364,6 +368,18 @@ mod tests {
 
     fn l(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn host_matching_ignores_only_the_port() {
+        let r = PassthroughRule::parse("api.openai.com:8443").expect("rule");
+        assert!(r.matches_host("API.openai.com."));
+        assert!(!r.matches_host("evil.api.openai.com"));
+        assert!(!r.matches("api.openai.com", 443));
+        let w = PassthroughRule::parse("*.anthropic.com").expect("rule");
+        assert!(w.matches_host("api.anthropic.com"));
+        assert!(!w.matches_host("anthropic.com"));
+        assert!(!w.matches_host("xanthropic.com"));
     }
 
     #[test]
