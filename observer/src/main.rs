@@ -283,6 +283,7 @@ fn main() -> ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("OBSERVE_LOG"))
         .with_writer(std::io::stderr)
         .init();
+    tracing::debug!("start");
     let mut cli = Cli::parse();
     // Runs (not the other subcommands) turn SIGTERM/SIGINT into an early end with a report
     // (verdict by what was seen, reason `cancelled`).
@@ -445,8 +446,10 @@ fn observe_one(
     store: Option<&dyn BaselineStore>,
     resources: &observer::limits::ResourceLimits,
 ) -> Result<i32, ExitCode> {
+    tracing::debug!("bundle loaded");
     let statics: StaticView =
         observer::statics::static_view(unit, cli.static_file.as_deref()).map_err(bad_input)?;
+    tracing::debug!("static view ready");
     let base: Option<BaselineSummary> = match store {
         Some(s) => s
             .show(&unit.name, unit.fidelity)
@@ -482,8 +485,10 @@ fn observe_one(
         }
         Err(e) => return Err(internal(e)),
     };
+    tracing::debug!("run ended");
     let trace = Trace::read_file(&res.trace_path).map_err(internal)?;
     let r = analyse::analyse(&trace, &statics, base.as_ref(), cfg);
+    tracing::debug!("analysed");
     if let Some(s) = store {
         if let Err(e) = baseline::establish(s, &r) {
             eprintln!("observe: could not store the baseline: {e}");

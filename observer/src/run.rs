@@ -104,7 +104,7 @@ fn external_agent_step(
 }
 
 /// The registry's values as egress canary needles.
-fn needles_of(reg: &planted_creds::Registry) -> Vec<Needle> {
+pub fn needles_of(reg: &planted_creds::Registry) -> Vec<Needle> {
     reg.needles()
         .map(|n| Needle {
             value: n.bytes.to_vec(),
@@ -375,6 +375,7 @@ fn today_days(clock_offset_ns: i64) -> i64 {
 }
 
 pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunError> {
+    let setup = std::time::Instant::now();
     // The image (with its planted credentials) is made before the clock of the run starts: the
     // budget and event times are the jail's.
     let mut image = image::build(
@@ -383,6 +384,7 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
         &skill.files,
         opts.seed.as_deref(),
     )?;
+    tracing::debug!(ms = setup.elapsed().as_millis() as u64, "image built");
     let run_dir = tempfile::Builder::new()
         .prefix("so-run-")
         .tempdir()
@@ -396,6 +398,10 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
     } else {
         None
     };
+    tracing::debug!(
+        ms = setup.elapsed().as_millis() as u64,
+        "interception CA ready"
+    );
     // The run's cgroup (when the host gives one) exists before the jail process does.
     let mut guard = RunGuard::new(opts.resources.clone());
     let t0 = jail::sys::monotonic_ns();
@@ -491,6 +497,7 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
     let mut egress: Option<EgressRuntime> = None;
     let egress_writer = writer.clone();
     let needles = needles_of(&image.registry);
+    tracing::debug!(ms = setup.elapsed().as_millis() as u64, "starting the jail");
     let meter = guard.meter();
     let (outcome, sink) = jail::run(
         &spec,
@@ -514,10 +521,12 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
                 meter.clone(),
             )?;
             egress = Some(rt);
+            tracing::debug!(ms = setup.elapsed().as_millis() as u64, "egress started");
             Ok(())
         },
         &mut guard,
     )?;
+    tracing::debug!(ms = setup.elapsed().as_millis() as u64, "jail ended");
     let TraceSink {
         err,
         timed_out,

@@ -206,10 +206,12 @@ pub fn start(
     config: EgressConfig,
     sink: impl EventSink,
 ) -> Result<EgressHandle, EgressError> {
+    tracing::debug!("egress: building the canary index");
     let index = Arc::new(CanaryIndex::with_limits(
         config.needles,
         config.scan_limits,
     )?);
+    tracing::debug!("egress: canary index built");
     for n in index.skipped_short() {
         tracing::warn!(canary = %n.canary, "canary value shorter than {} bytes is not searched", canary::MIN_NEEDLE_LEN);
     }

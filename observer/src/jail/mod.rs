@@ -206,6 +206,7 @@ pub fn run<S: EventSink>(
     ])
     .map_err(JailError::Spawn)?;
     drop((spec_r, ev_w, up_w, down_r, eg_theirs));
+    tracing::debug!("jail: stage 1 spawned");
     // Before it reads its spec the jail process forks nothing: everything it will start is
     // inside whatever `spawned` puts it in.
     if let Err(e) = watch.spawned(child.id()) {
@@ -243,6 +244,7 @@ pub fn run<S: EventSink>(
             return Err(JailError::UserNs(why));
         }
     }
+    tracing::debug!("jail: user namespace made");
     if let Err(e) = write_maps(child.id(), spec.uid, spec.gid) {
         kill_child(&mut child);
         return Err(e);
@@ -252,6 +254,7 @@ pub fn run<S: EventSink>(
     if spec.egress {
         // The jail binds its listeners right after creating its network namespace.
         let got = egress_fds::recv(eg_ours.as_raw_fd()).map_err(|e| e.to_string());
+        tracing::debug!("jail: egress sockets received");
         if let Err(e) = got.and_then(&mut *on_sockets) {
             kill_child(&mut child);
             return Err(JailError::Setup(format!("egress capture: {e}")));

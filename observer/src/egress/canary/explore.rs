@@ -64,19 +64,10 @@ impl<'a> Explorer<'a> {
         true
     }
 
-    /// All matches, overlapping ones included, in the ranges the block prefilter lets through.
+    /// All matches, overlapping ones included.
     fn search(&mut self, data: &[u8]) {
-        let Some(ac) = &self.idx.ac else { return };
         let mut found: Vec<usize> = Vec::new();
-        for r in self
-            .idx
-            .prefilter
-            .candidates(data, self.idx.max_pattern_len)
-        {
-            for m in ac.find_overlapping_iter(aho_corasick::Input::new(data).span(r)) {
-                found.push(m.pattern().as_usize());
-            }
-        }
+        self.idx.grams.find_all(data, |p| found.push(p));
         for p in found {
             for &(needle, form) in &self.idx.forms[p] {
                 let mut chain = self.chain.clone();

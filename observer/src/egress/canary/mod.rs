@@ -1,7 +1,7 @@
 //! Canary search: find planted credential values in captured bytes, through encodings,
 //! compression and archives.
 //!
-//! Every needle is compiled into one Aho-Corasick automaton together with its precomputed encoded
+//! Every needle is indexed together with its precomputed encoded
 //! forms (raw, byte-reversed, base64 and base32 at every alignment, hex in both cases), so the
 //! common encodings cost one pass and no decoding. Everything else is found by decoding layers
 //! recursively (see [`ScanLimits`] for the bounds) and searching each decoded buffer again.
@@ -20,9 +20,8 @@ mod patterns;
 mod prefilter;
 pub mod reassemble;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use explore::Explorer;
-use prefilter::BlockFilter;
+use prefilter::GramIndex;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 
@@ -117,12 +116,11 @@ pub struct ScanReport {
 /// The compiled needles. Cheap to share (`Arc`) across tasks; scanning takes `&self`.
 pub struct CanaryIndex {
     needles: Vec<Needle>,
-    ac: Option<AhoCorasick>,
+    /// Every pattern (needle × form), searched in one pass.
+    grams: GramIndex,
     /// Pattern id → the (needle, form) pairs it stands for.
     forms: Vec<Vec<(usize, Form)>>,
     skipped_short: Vec<usize>,
-    max_pattern_len: usize,
-    prefilter: BlockFilter,
     limits: ScanLimits,
 }
 
@@ -161,29 +159,12 @@ impl CanaryIndex {
                 }
             }
         }
-        let ac = if patterns.is_empty() {
-            None
-        } else {
-            Some(
-                AhoCorasickBuilder::new()
-                    .match_kind(MatchKind::Standard)
-                    // A DFA over ~2,500 patterns (150 planted values in every encoded form) took ~2 s to
-                    // build per run; the contiguous NFA builds in milliseconds and only runs around
-                    // prefilter candidates.
-                    .kind(Some(AhoCorasickKind::ContiguousNFA))
-                    .build(&patterns)
-                    .map_err(|e| CanaryError::Automaton(e.to_string()))?,
-            )
-        };
-        let max_pattern_len = patterns.iter().map(Vec::len).max().unwrap_or(0);
-        let prefilter = BlockFilter::new(&patterns);
+        let grams = GramIndex::new(patterns);
         Ok(CanaryIndex {
             needles,
-            ac,
+            grams,
             forms,
             skipped_short,
-            max_pattern_len,
-            prefilter,
             limits,
         })
     }
@@ -214,7 +195,7 @@ impl CanaryIndex {
         data: &[u8],
         declared: Option<Compression>,
     ) -> ScanReport {
-        if self.ac.is_none() {
+        if self.grams.is_empty() {
             return ScanReport::default();
         }
         let l = &self.limits;
