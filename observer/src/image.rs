@@ -477,6 +477,65 @@ pub fn from_materialized(m: Materialized) -> Image {
     }
 }
 
+/// The jail alone, for measuring it (`observe jail-exec --bare`): the system binds, a synthetic
+/// account, an empty home and workspace on tmpfs, and nothing planted.
+pub fn bare() -> Image {
+    let (user, uid, gid) = ("user".to_string(), 1000, 1000);
+    let home = format!("/home/{user}");
+    let workspace = format!("{home}/work");
+    let file = |path: &str, data: String| FsEntry::File {
+        path: path.into(),
+        mode: 0o644,
+        data: data.into_bytes(),
+        mtime: None,
+    };
+    let dir = |path: &str| FsEntry::Dir {
+        path: path.into(),
+        mode: 0o755,
+        mtime: None,
+    };
+    let entries = vec![
+        file(
+            "/etc/passwd",
+            format!("root:x:0:0:root:/root:/bin/sh\n{user}:x:{uid}:{gid}::{home}:/bin/sh\n"),
+        ),
+        file("/etc/group", format!("root:x:0:\n{user}:x:{gid}:\n")),
+        file("/etc/hostname", "host\n".into()),
+        dir(&home),
+        dir(&workspace),
+    ];
+    let ro_binds = SYSTEM_BINDS
+        .iter()
+        .filter(|b| !b.starts_with("/etc/") || *b == &"/etc/ld.so.cache")
+        .map(|s| s.to_string())
+        .collect();
+    Image {
+        os: "linux".into(),
+        env: vec![
+            ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
+            ("HOME".into(), home.clone()),
+            ("USER".into(), user.clone()),
+        ],
+        user,
+        uid,
+        gid,
+        skill_dir: format!("{home}/.claude/skills/bare"),
+        home,
+        workspace,
+        hostname: "host".into(),
+        entries,
+        ro_binds,
+        overlay_dirs: Vec::new(),
+        rw_mounts: vec!["/home".into(), "/tmp".into()],
+        uname: None,
+        shims: Vec::new(),
+        proc_files: Vec::new(),
+        context: RunContext::default(),
+        registry: Registry::default(),
+        seed: String::new(),
+    }
+}
+
 /// Materialises image `os` (`linux` or `darwin-sim`) with the skill installed, from `seed` (a
 /// fresh random one when `None`).
 pub fn build(

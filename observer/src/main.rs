@@ -163,6 +163,10 @@ enum Cmd {
         /// Print nothing (benchmarks)
         #[arg(long, short)]
         quiet: bool,
+        /// The jail alone: system binds, an empty home, nothing planted, no egress capture
+        /// (benchmarks of the jail and the tracer)
+        #[arg(long)]
+        bare: bool,
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         argv: Vec<String>,
     },
@@ -332,9 +336,17 @@ fn main() -> ExitCode {
             record,
             timeout,
             quiet,
+            bare,
             argv,
         }) => {
-            return jail_exec(*untraced, record.clone(), *timeout, *quiet, argv.clone());
+            return jail_exec(
+                *untraced,
+                *bare,
+                record.clone(),
+                *timeout,
+                *quiet,
+                argv.clone(),
+            );
         }
         None => {}
     }
@@ -627,6 +639,7 @@ fn baseline_cmd(op: &BaselineOp, store: Option<&Path>) -> ExitCode {
 
 fn jail_exec(
     untraced: bool,
+    bare: bool,
     record: Option<PathBuf>,
     timeout: u64,
     quiet: bool,
@@ -638,6 +651,7 @@ fn jail_exec(
         record,
         command: Some(argv),
         traced: !untraced,
+        bare_image: bare,
         ..RunOptions::default()
     };
     match observer::run::observe(&SkillInput::empty("shell"), &opts) {

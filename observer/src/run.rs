@@ -238,6 +238,8 @@ pub struct RunOptions {
     pub traced: bool,
     /// Capture egress (DNS, TLS-intercepting proxy, UDP) in the jail's network namespace.
     pub egress: bool,
+    /// The jail alone ([`image::bare`], no egress capture): for measuring the jail and tracer.
+    pub bare_image: bool,
     /// `--passthrough HOST[:PORT]`: the only hosts requests are forwarded to (see docs/egress.md).
     pub passthrough: Vec<String>,
     /// `--responses DIR`: captured second stages served per URL (see docs/egress.md).
@@ -268,6 +270,7 @@ impl Default for RunOptions {
             baseline: None,
             seed: None,
             egress: true,
+            bare_image: false,
             clock_offset_ns: 0,
             agent: None,
             passthrough: Vec::new(),
@@ -376,21 +379,29 @@ fn today_days(clock_offset_ns: i64) -> i64 {
 
 pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunError> {
     let setup = std::time::Instant::now();
+    // The run's cgroup (when the host gives one) exists before the jail process does, and the
+    // jail process starts (and is moved into it) while the image is built.
+    let mut guard = RunGuard::new(opts.resources.clone());
+    let started = jail::start(&guard)?;
     // The image (with its planted credentials) is made before the clock of the run starts: the
     // budget and event times are the jail's.
-    let mut image = image::build(
-        &opts.os,
-        &skill.install_name,
-        &skill.files,
-        opts.seed.as_deref(),
-    )?;
+    let mut image = if opts.bare_image {
+        image::bare()
+    } else {
+        image::build(
+            &opts.os,
+            &skill.install_name,
+            &skill.files,
+            opts.seed.as_deref(),
+        )?
+    };
     tracing::debug!(ms = setup.elapsed().as_millis() as u64, "image built");
     let run_dir = tempfile::Builder::new()
         .prefix("so-run-")
         .tempdir()
         .map_err(RunError::RunDir)?;
     // A fresh interception CA per run; its files stay in the run directory.
-    let ca = if opts.egress {
+    let ca = if opts.egress && !opts.bare_image {
         let ca = CertAuthority::generate(Some(run_dir.path()))
             .map_err(|e| RunError::Egress(e.to_string()))?;
         image.trust_ca(ca.cert_pem());
@@ -402,8 +413,6 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
         ms = setup.elapsed().as_millis() as u64,
         "interception CA ready"
     );
-    // The run's cgroup (when the host gives one) exists before the jail process does.
-    let mut guard = RunGuard::new(opts.resources.clone());
     let t0 = jail::sys::monotonic_ns();
     // The jail runs under another uid when we are root: it must be able to reach the staging dir.
     use std::os::unix::fs::PermissionsExt;
@@ -464,7 +473,7 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
         t0,
     );
     spec.traced = opts.traced;
-    spec.egress = opts.egress;
+    spec.egress = opts.egress && !opts.bare_image;
     spec.clock_offset_ns = opts.clock_offset_ns;
     // Setup (image, egress start) comes out of the same wall-clock budget.
     spec.steps_budget_ms = step_ms.saturating_sub(2_000).max(1_000);
@@ -500,6 +509,7 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
     tracing::debug!(ms = setup.elapsed().as_millis() as u64, "starting the jail");
     let meter = guard.meter();
     let (outcome, sink) = jail::run(
+        started,
         &spec,
         opts.timeout,
         TraceSink {
@@ -541,6 +551,7 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
     let egress_reasons = egress
         .map(|rt| rt.shutdown().incomplete_reasons())
         .unwrap_or_default();
+    tracing::debug!(ms = setup.elapsed().as_millis() as u64, "egress stopped");
     let mut writer = writer
         .lock()
         .map_err(|_| RunError::Egress("trace writer poisoned".into()))?;
@@ -567,6 +578,10 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
     let mut reasons = incompleteness(&outcome, &timed_out);
     reasons.extend(egress_reasons);
     let used = guard.finish(&outcome, outcome.wall, opts.timeout);
+    tracing::debug!(
+        ms = setup.elapsed().as_millis() as u64,
+        "resources accounted"
+    );
     for (what, detail) in used.events {
         writer.write(end_event(EventKind::Limit { what, detail }))?;
     }

@@ -53,11 +53,16 @@ pub struct Stop {
     pub detail: String,
 }
 
+/// Work done on the jail process's pid before it may fork (e.g. moving it into a cgroup). Runs
+/// on its own thread while the run is prepared: on cgroup v1 the first move waits for a kernel
+/// RCU grace period (~25 ms here), which then overlaps the image build.
+pub type Attach = Box<dyn FnOnce(u32) -> Result<(), String> + Send>;
+
 /// The supervisor's hooks into a running jail (resource limits, cancellation).
 pub trait Watch {
-    /// The jail process exists and has not forked yet (e.g. to move it into a cgroup).
-    fn spawned(&mut self, _pid: u32) -> Result<(), String> {
-        Ok(())
+    /// What to do with the jail process once it exists and before it forks.
+    fn attach(&self) -> Option<Attach> {
+        None
     }
     /// Polled about every 100 ms while the jail runs: `Some` kills the jail.
     fn poll(&mut self) -> Option<Stop> {
@@ -179,16 +184,34 @@ pub trait EventSink: Send + 'static {
     fn idle(&mut self) {}
 }
 
-/// Runs the jail to completion (or until `budget`). Events go to `sink` on a reader thread as
-/// they arrive (so a crash loses nothing already seen). Returns the sink when the jail is done.
-pub fn run<S: EventSink>(
-    spec: &JailSpec,
-    budget: Duration,
-    mut sink: S,
-    on_sockets: &mut dyn FnMut(egress_fds::EgressFds) -> Result<(), String>,
-    watch: &mut dyn Watch,
-) -> Result<(JailOutcome, S), JailError> {
-    let started = Instant::now();
+/// A jail process started ahead of its run: it waits for its spec, so the supervisor can prepare
+/// the run (image, CA, plan) while the process starts up and is attached (see [`Attach`]).
+/// Dropped unused, it is killed and reaped.
+pub struct Started {
+    child: Option<Child>,
+    attach: Option<std::thread::JoinHandle<Result<(), String>>>,
+    fds: Option<StartedFds>,
+}
+
+struct StartedFds {
+    spec_w: OwnedFd,
+    ev_r: OwnedFd,
+    up_r: OwnedFd,
+    down_w: OwnedFd,
+    eg_ours: OwnedFd,
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Starts the jail process (it blocks reading its spec) and its [`Attach`] work.
+pub fn start(watch: &dyn Watch) -> Result<Started, JailError> {
     let (spec_r, spec_w) = pipe()?;
     let (ev_r, ev_w) = pipe()?;
     // A large pipe lets the tracer run ahead of the writer in bursts.
@@ -197,7 +220,7 @@ pub fn run<S: EventSink>(
     let (up_r, up_w) = pipe()?; // jail → supervisor
     let (down_r, down_w) = pipe()?; // supervisor → jail
     let (eg_ours, eg_theirs) = socketpair()?;
-    let mut child = spawn_stage1([
+    let child = spawn_stage1([
         spec_r.as_raw_fd(),
         ev_w.as_raw_fd(),
         up_w.as_raw_fd(),
@@ -207,13 +230,46 @@ pub fn run<S: EventSink>(
     .map_err(JailError::Spawn)?;
     drop((spec_r, ev_w, up_w, down_r, eg_theirs));
     tracing::debug!("jail: stage 1 spawned");
-    // Before it reads its spec the jail process forks nothing: everything it will start is
-    // inside whatever `spawned` puts it in.
-    if let Err(e) = watch.spawned(child.id()) {
-        let _ = child.kill();
-        let _ = child.wait();
-        return Err(JailError::Setup(format!("resource limits: {e}")));
-    }
+    // Before it reads its spec the jail process forks nothing, and it forks only after the
+    // supervisor's go, sent once the attach is done: everything it will start is inside
+    // whatever the attach puts it in.
+    let pid = child.id();
+    let attach = watch.attach().map(|f| std::thread::spawn(move || f(pid)));
+    Ok(Started {
+        child: Some(child),
+        attach,
+        fds: Some(StartedFds {
+            spec_w,
+            ev_r,
+            up_r,
+            down_w,
+            eg_ours,
+        }),
+    })
+}
+
+/// Runs a started jail to completion (or until `budget`). Events go to `sink` on a reader thread
+/// as they arrive (so a crash loses nothing already seen). Returns the sink when the jail is done.
+pub fn run<S: EventSink>(
+    mut started: Started,
+    spec: &JailSpec,
+    budget: Duration,
+    mut sink: S,
+    on_sockets: &mut dyn FnMut(egress_fds::EgressFds) -> Result<(), String>,
+    watch: &mut dyn Watch,
+) -> Result<(JailOutcome, S), JailError> {
+    let begun = Instant::now();
+    let (Some(mut child), Some(fds)) = (started.child.take(), started.fds.take()) else {
+        return Err(JailError::Setup("the jail process was already used".into()));
+    };
+    let attach = started.attach.take();
+    let StartedFds {
+        spec_w,
+        ev_r,
+        up_r,
+        down_w,
+        eg_ours,
+    } = fds;
     let spec_json = serde_json::to_vec(spec).map_err(|e| JailError::Setup(e.to_string()))?;
     // The spec can exceed a pipe's buffer; the jail reads it before anything else.
     let writer = std::thread::spawn(move || {
@@ -248,6 +304,16 @@ pub fn run<S: EventSink>(
     if let Err(e) = write_maps(child.id(), spec.uid, spec.gid) {
         kill_child(&mut child);
         return Err(e);
+    }
+    if let Some(a) = attach {
+        let r = a
+            .join()
+            .unwrap_or_else(|_| Err("the attach thread panicked".into()));
+        if let Err(e) = r {
+            kill_child(&mut child);
+            let _ = writer.join();
+            return Err(JailError::Setup(format!("resource limits: {e}")));
+        }
     }
     sys::write_all_fd(down_w.as_raw_fd(), b"g")?;
     let _ = writer.join();
@@ -284,7 +350,7 @@ pub fn run<S: EventSink>(
         sink
     });
     let mut out = JailOutcome::default();
-    let deadline = started + budget;
+    let deadline = begun + budget;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left.min(Duration::from_millis(100))) {
@@ -328,7 +394,7 @@ pub fn run<S: EventSink>(
             Msg::Info { key, value } => out.info.push((key, value)),
         }
     }
-    out.wall = started.elapsed();
+    out.wall = begun.elapsed();
     Ok((out, sink))
 }
 

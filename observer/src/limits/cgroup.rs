@@ -29,7 +29,7 @@ pub struct CgroupUsage {
     pub pids_refused: u64,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Cgroup {
     pub version: Version,
     /// v2: one directory; v1: memory, pids, cpuacct directories (in that order).

@@ -482,11 +482,9 @@ impl RunGuard {
 }
 
 impl Watch for RunGuard {
-    fn spawned(&mut self, pid: u32) -> Result<(), String> {
-        match &self.cgroup {
-            Some(c) => c.add(pid).map_err(|e| e.to_string()),
-            None => Ok(()),
-        }
+    fn attach(&self) -> Option<crate::jail::Attach> {
+        let c = self.cgroup.clone()?;
+        Some(Box::new(move |pid| c.add(pid).map_err(|e| e.to_string())))
     }
 
     fn poll(&mut self) -> Option<Stop> {

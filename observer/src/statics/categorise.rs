@@ -94,7 +94,7 @@ pub fn categorise_texts<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)>)
             if !hits.matched(i) {
                 continue;
             }
-            for caps in rule.re.captures_iter(&region.text) {
+            for caps in rule.re().captures_iter(&region.text) {
                 if rule.keep.is_some_and(|keep| !keep(&caps)) {
                     continue;
                 }

@@ -91,11 +91,16 @@ const PROSE_TLDS: &[&str] = &[
 ];
 
 static URL_RE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"(?i)\b[a-z][a-z0-9+.-]*://[^\s"'<>()\[\]{}`,;]+"#).expect("static regex")
+    Regex::new(&super::rules::ascii_classes(
+        r#"(?i)\b[a-z][a-z0-9+.-]*://[^\s"'<>()\[\]{}`,;]+"#,
+    ))
+    .expect("static regex")
 });
 static DOMAIN_RE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(^|[^\w@.-])((?:\*\.)?(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+([a-z]{2,24}))(:\d{1,5})?\b")
-        .expect("static regex")
+    Regex::new(&super::rules::ascii_classes(
+        r"(?i)(^|[^\w@.-])((?:\*\.)?(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+([a-z]{2,24}))(:\d{1,5})?\b",
+    ))
+    .expect("static regex")
 });
 
 /// Hosts named in free text: every URL's host, and bare domain names with a known TLD (not
