@@ -29,13 +29,17 @@ ratio() { python3 -c "import sys; print(f'{float(sys.argv[1])/float(sys.argv[2])
 ms() { python3 -c "import sys; print(f'{float(sys.argv[1])*1000:.1f} ms')" "$1"; }
 
 echo "== (a) start-to-exit of /bin/true"
+# `--bare`: the jail alone (namespaces, tmpfs root with the system binds, landlock, seccomp,
+# rlimits, the per-run cgroup), as bwrap is a jail alone; the last row adds the full image with
+# its planted credentials and egress capture.
 hyperfine -N -w 3 -r "$RUNS" --export-json "$OUT/a.json" \
   "/bin/true" \
   "$BWRAP /bin/true" \
-  "$OBS jail-exec --untraced -q -- /bin/true" \
+  "$OBS jail-exec --bare --untraced -q -- /bin/true" \
+  "$OBS jail-exec --bare -q -- /bin/true" \
   "$OBS jail-exec -q -- /bin/true" >/dev/null
-a0=$(mean "$OUT/a.json" 0); a1=$(mean "$OUT/a.json" 1); a2=$(mean "$OUT/a.json" 2); a3=$(mean "$OUT/a.json" 3)
-echo "fork+exec $(ms "$a0") | bwrap $(ms "$a1") | observe jail, untraced $(ms "$a2") | observe jail, traced $(ms "$a3")"
+a0=$(mean "$OUT/a.json" 0); a1=$(mean "$OUT/a.json" 1); a2=$(mean "$OUT/a.json" 2); a3=$(mean "$OUT/a.json" 3); a4=$(mean "$OUT/a.json" 4)
+echo "fork+exec $(ms "$a0") | bwrap $(ms "$a1") | observe jail, untraced $(ms "$a2") | observe jail, traced $(ms "$a3") | traced with full image + egress $(ms "$a4")"
 echo "jail(untraced)/bwrap = $(ratio "$a2" "$a1"); jail(traced)/bwrap = $(ratio "$a3" "$a1"); jail(untraced)/fork+exec = $(ratio "$a2" "$a0")"
 
 for w in import opens; do
@@ -43,8 +47,8 @@ for w in import opens; do
   printf '%s\n' "$code" > "$OUT/$w.py"
   echo "== (b) tracer overhead: $w"
   hyperfine -N -w 2 -r "$RUNS" --export-json "$OUT/b-$w.json" \
-    "$OBS jail-exec --untraced -q -- python3 -c '$code'" \
-    "$OBS jail-exec -q -- python3 -c '$code'" \
+    "$OBS jail-exec --bare --untraced -q -- python3 -c '$code'" \
+    "$OBS jail-exec --bare -q -- python3 -c '$code'" \
     "strace -f -qq -o /dev/null /usr/bin/python3 $OUT/$w.py" \
     "strace -f -qq --seccomp-bpf -e trace=open,openat,execve,connect,unlink -o /dev/null /usr/bin/python3 $OUT/$w.py" \
     "/usr/bin/python3 $OUT/$w.py" >/dev/null
@@ -59,5 +63,7 @@ printf -- '---\nname: noop\ndescription: does nothing\n---\nRun scripts/noop.sh.
 printf '#!/bin/sh\ntrue\n' > "$noop/noop/scripts/noop.sh"
 hyperfine -N -w 2 -r "$RUNS" -i --export-json "$OUT/c.json" "$OBS $noop/noop --report /dev/null" >/dev/null
 c=$(mean "$OUT/c.json" 0)
-echo "observe no-op skill: $(ms "$c") (target < 150 ms)"
+cmed=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['results'][0]['median'])" "$OUT/c.json")
+cmin=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['results'][0]['min'])" "$OUT/c.json")
+echo "observe no-op skill: mean $(ms "$c"), median $(ms "$cmed"), min $(ms "$cmin") (target < 150 ms)"
 rm -rf "$noop"

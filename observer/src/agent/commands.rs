@@ -194,7 +194,8 @@ impl<'a> Resolver<'a> {
             names.join("|")
         );
         // The pattern is built from escaped names; fall back to one that matches nothing.
-        let root = Regex::new(&root).unwrap_or_else(|_| Regex::new(r"[^\s\S]").expect("valid"));
+        let root = crate::util::regex(&root)
+            .unwrap_or_else(|_| crate::util::regex(r"[^\s\S]").expect("valid"));
         Resolver {
             unit,
             index: super::scripts::PathIndex::scripts(unit),
@@ -266,7 +267,7 @@ impl<'a> Resolver<'a> {
     /// sample input of the workspace that fits them.
     pub fn sample_placeholders(&self, text: &str) -> String {
         static PH: LazyLock<Regex> = LazyLock::new(|| {
-            Regex::new(
+            crate::util::regex(
                 r"<[A-Za-z][A-Za-z0-9_.-]*(?: [A-Za-z0-9_.-]+)*>|(?:^|[^$\{A-Za-z0-9_])\{[a-z][a-z0-9_]*\}(?:[^}]|$)|/?path/to/[A-Za-z0-9_./-]+",
             )
             .expect("valid")
@@ -489,7 +490,7 @@ pub fn look(span: &str, index: &super::scripts::PathIndex) -> Look {
 /// when it starts with a known program. Returns the byte offset where it starts, and the text.
 pub fn unquoted_command(line: &str, index: &super::scripts::PathIndex) -> Option<(usize, String)> {
     static VERB: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(
+        crate::util::regex(
             r"(?i)\b(?:run|execute|exec|type|paste|enter|invoke|launch)\b(?:\s+(?:the|this|these|following|command|commands|line|in\s+(?:your|a|the)\s+(?:terminal|shell)|in\s+bash|now|first|immediately|silently))*\s*:?\s+",
         )
         .expect("valid")

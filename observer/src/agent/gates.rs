@@ -27,7 +27,7 @@ static GATE: LazyLock<Regex> = LazyLock::new(|| {
         r"\bthe\s+phrase\b".to_string(),
         r"\bwhen\s+(?:it\s+is\s+|it's\s+)?(?:needed|necessary|required|appropriate)\b".to_string(),
     ];
-    Regex::new(&pats.join("|")).expect("gate pattern is valid")
+    crate::util::regex(&pats.join("|")).expect("gate pattern is valid")
 });
 
 /// Longest gate text kept (a sentence can be huge in hostile input).

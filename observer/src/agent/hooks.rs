@@ -155,14 +155,17 @@ fn setup_py(unit: &SkillUnit, path: &str, text: &str, cwd: &str) -> Vec<Draft> {
 
 /// Commands a `setup.py` overrides: `cmdclass={"install": X}` or `cmdclass=dict(install=X)`.
 fn cmdclass_keys(text: &str) -> Vec<String> {
-    static DICT: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"(?s)cmdclass\s*=\s*\{(.{0,2000}?)\}").expect("valid"));
-    static CALL: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"(?s)cmdclass\s*=\s*dict\((.{0,2000}?)\)").expect("valid"));
-    static KEY: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r#"['"]([A-Za-z_][A-Za-z0-9_]*)['"]\s*:"#).expect("valid"));
+    static DICT: LazyLock<Regex> = LazyLock::new(|| {
+        crate::util::regex(r"(?s)cmdclass\s*=\s*\{(.{0,2000}?)\}").expect("valid")
+    });
+    static CALL: LazyLock<Regex> = LazyLock::new(|| {
+        crate::util::regex(r"(?s)cmdclass\s*=\s*dict\((.{0,2000}?)\)").expect("valid")
+    });
+    static KEY: LazyLock<Regex> = LazyLock::new(|| {
+        crate::util::regex(r#"['"]([A-Za-z_][A-Za-z0-9_]*)['"]\s*:"#).expect("valid")
+    });
     static KW: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"([A-Za-z_][A-Za-z0-9_]*)\s*=").expect("valid"));
+        LazyLock::new(|| crate::util::regex(r"([A-Za-z_][A-Za-z0-9_]*)\s*=").expect("valid"));
     let mut out = Vec::new();
     for c in DICT.captures_iter(text) {
         out.extend(KEY.captures_iter(&c[1]).map(|k| k[1].to_string()));

@@ -84,7 +84,8 @@ pub(crate) fn prose_make(text: &str) -> Vec<(String, Option<String>)> {
 /// Targets a Makefile defines, and its default (first) target.
 fn make_targets_of(text: &str) -> (Vec<String>, Option<String>) {
     static RULE: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"(?m)^([A-Za-z0-9_.\-/][A-Za-z0-9_.\-/ ]*?)\s*::?(?:[^=]|$)").expect("valid")
+        crate::util::regex(r"(?m)^([A-Za-z0-9_.\-/][A-Za-z0-9_.\-/ ]*?)\s*::?(?:[^=]|$)")
+            .expect("valid")
     });
     let mut targets = Vec::new();
     for c in RULE.captures_iter(text) {

@@ -82,21 +82,23 @@ static ENV_READ: LazyLock<Regex> = LazyLock::new(|| {
         format!(r#"env\.get\(\s*['"]{n}['"]"#),
         format!(r#"Getenv\(\s*"{n}""#),
     ];
-    Regex::new(&pats.join("|")).expect("valid")
+    crate::util::regex(&pats.join("|")).expect("valid")
 });
 static SHELL_VAR: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\$\{?([A-Z_][A-Z0-9_]*)").expect("valid"));
-static JS_DESTRUCTURE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\{([A-Za-z0-9_,\s:]+)\}\s*=\s*process\.env").expect("valid"));
+    LazyLock::new(|| crate::util::regex(r"\$\{?([A-Z_][A-Z0-9_]*)").expect("valid"));
+static JS_DESTRUCTURE: LazyLock<Regex> = LazyLock::new(|| {
+    crate::util::regex(r"\{([A-Za-z0-9_,\s:]+)\}\s*=\s*process\.env").expect("valid")
+});
 static ASSIGN: LazyLock<Regex> = LazyLock::new(|| {
     // `name = …`, `const name = …`, `local name=…`, `name="$1"` (no `==`).
-    Regex::new(r"^\s*(?:export\s+|local\s+|const\s+|let\s+|var\s+|my\s+|readonly\s+)?\$?([A-Za-z_][A-Za-z0-9_]*)\s*:?=[^=]").expect("valid")
+    crate::util::regex(r"^\s*(?:export\s+|local\s+|const\s+|let\s+|var\s+|my\s+|readonly\s+)?\$?([A-Za-z_][A-Za-z0-9_]*)\s*:?=[^=]").expect("valid")
 });
 static SHELL_ASSIGNED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?m)^\s*(?:export\s+|local\s+|readonly\s+|declare\s+(?:-\w+\s+)?)?([A-Z_][A-Z0-9_]*)=|\bread\s+(?:-\w+\s+)*([A-Z_][A-Z0-9_]*)|\bfor\s+([A-Z_][A-Z0-9_]*)\s+in").expect("valid")
+    crate::util::regex(r"(?m)^\s*(?:export\s+|local\s+|readonly\s+|declare\s+(?:-\w+\s+)?)?([A-Z_][A-Z0-9_]*)=|\bread\s+(?:-\w+\s+)*([A-Z_][A-Z0-9_]*)|\bfor\s+([A-Z_][A-Z0-9_]*)\s+in").expect("valid")
 });
 static ADD_ARGUMENT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?:add_argument|click\.option|click\.argument|\.option)\s*\(").expect("valid")
+    crate::util::regex(r"(?:add_argument|click\.option|click\.argument|\.option)\s*\(")
+        .expect("valid")
 });
 
 const ARGV_SOURCES: &[&str] = &[
@@ -116,7 +118,7 @@ const ARGV_SOURCES: &[&str] = &[
 ];
 /// Reads of standard input (not of files: `f.readline()` is not a prompt).
 static STDIN_READ: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\binput\(|sys\.stdin|process\.stdin|<STDIN>|\$stdin|STDIN\.|(?:^|[^.\w])gets\b|(?:^|[;&|]\s*|\bthen\s+|\bdo\s+)read\s+(?:-[a-zA-Z]+\s+(?:'[^']*'\s+|\x22[^\x22]*\x22\s+)?)*[A-Za-z_]|\bprompt\(")
+    crate::util::regex(r"\binput\(|sys\.stdin|process\.stdin|<STDIN>|\$stdin|STDIN\.|(?:^|[^.\w])gets\b|(?:^|[;&|]\s*|\bthen\s+|\bdo\s+)read\s+(?:-[a-zA-Z]+\s+(?:'[^']*'\s+|\x22[^\x22]*\x22\s+)?)*[A-Za-z_]|\bprompt\(")
         .expect("valid")
 });
 

@@ -91,13 +91,13 @@ const PROSE_TLDS: &[&str] = &[
 ];
 
 static URL_RE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(&super::rules::ascii_classes(
+    Regex::new(&crate::util::ascii_classes(
         r#"(?i)\b[a-z][a-z0-9+.-]*://[^\s"'<>()\[\]{}`,;]+"#,
     ))
     .expect("static regex")
 });
 static DOMAIN_RE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(&super::rules::ascii_classes(
+    Regex::new(&crate::util::ascii_classes(
         r"(?i)(^|[^\w@.-])((?:\*\.)?(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+([a-z]{2,24}))(:\d{1,5})?\b",
     ))
     .expect("static regex")

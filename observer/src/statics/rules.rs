@@ -19,7 +19,7 @@ pub struct Rule {
     pub id: &'static str,
     pub categories: &'static [Category],
     pub scope: Scope,
-    /// The pattern as compiled (see [`ascii_classes`]).
+    /// The pattern as compiled (see [`crate::util::ascii_classes`]).
     pub pattern: String,
     /// Compiled on first use: most rules never match a given skill, and [`RULE_SET`] says which
     /// did (compiling all of them cost ~20 ms per run).
@@ -47,78 +47,10 @@ fn rule(
         id,
         categories,
         scope,
-        pattern: ascii_classes(pattern),
+        pattern: crate::util::ascii_classes(pattern),
         re: OnceLock::new(),
         keep,
     }
-}
-
-/// Rewrites the Perl classes `\w`, `\s`, `\d` (and their negations outside brackets) and the
-/// word boundaries `\b`, `\B` to their ASCII forms. The rules look for code and paths, which are
-/// ASCII; the Unicode classes made the rule set ~10x slower to compile (every `\w` is a UTF-8
-/// automaton of ~700 ranges). A Unicode letter next to a keyword now counts as a boundary, which
-/// only makes a rule match more often.
-pub fn ascii_classes(pattern: &str) -> String {
-    const W: &str = "0-9A-Za-z_";
-    const S: &str = "\\t\\n\\x0B\\f\\r ";
-    const D: &str = "0-9";
-    let mut out = String::with_capacity(pattern.len() * 2);
-    let mut chars = pattern.chars();
-    let mut in_class = false;
-    // The first character after `[` or `[^` is literal even if it is `]`.
-    let mut class_start = false;
-    while let Some(c) = chars.next() {
-        let at_start = std::mem::take(&mut class_start);
-        match c {
-            '\\' => {
-                let Some(e) = chars.next() else {
-                    out.push('\\');
-                    break;
-                };
-                let class = match e {
-                    'w' => Some((W, false)),
-                    's' => Some((S, false)),
-                    'd' => Some((D, false)),
-                    'W' => Some((W, true)),
-                    'S' => Some((S, true)),
-                    'D' => Some((D, true)),
-                    _ => None,
-                };
-                match (class, in_class) {
-                    (Some((set, false)), true) => out.push_str(set),
-                    (Some((set, negated)), false) => {
-                        out.push_str(if negated { "[^" } else { "[" });
-                        out.push_str(set);
-                        out.push(']');
-                    }
-                    _ if !in_class && (e == 'b' || e == 'B') => {
-                        out.push_str("(?-u:\\");
-                        out.push(e);
-                        out.push(')');
-                    }
-                    _ => {
-                        out.push('\\');
-                        out.push(e);
-                    }
-                }
-            }
-            '[' if !in_class => {
-                in_class = true;
-                out.push('[');
-                if chars.as_str().starts_with('^') {
-                    out.push('^');
-                    chars.next();
-                }
-                class_start = true;
-            }
-            ']' if in_class && !at_start => {
-                in_class = false;
-                out.push(']');
-            }
-            _ => out.push(c),
-        }
-    }
-    out
 }
 
 /// Hosts that appear in files without being contacted: XML/JSON schema namespaces, licence
@@ -414,17 +346,5 @@ mod tests {
             let _ = r.re();
         }
         assert_eq!(RULE_SET.len(), n);
-    }
-
-    #[test]
-    fn perl_classes_become_ascii() {
-        assert_eq!(
-            ascii_classes(r"\bfoo\s+\w[^\s/\]x]\d\W\\w\x22[]a]"),
-            r"(?-u:\b)foo[\t\n\x0B\f\r ]+[0-9A-Za-z_][^\t\n\x0B\f\r /\]x][0-9][^0-9A-Za-z_]\\w\x22[]a]"
-        );
-        let re = Regex::new(&ascii_classes(r"\beval\s*\(")).unwrap();
-        assert!(re.is_match("x = eval (1)"));
-        assert!(re.is_match("éeval(1)"), "a non-ASCII letter is a boundary");
-        assert!(!re.is_match("medieval(1)"));
     }
 }

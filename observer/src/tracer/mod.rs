@@ -387,17 +387,47 @@ impl Tracer {
     }
 
     fn run_inner(&mut self) -> i32 {
+        // SIGCHLD as a descriptor: ptrace stops wake the setup wait and the main loop at once.
+        let sigfd = match nix::sys::signalfd::SignalFd::with_flags(
+            &{
+                let mut s = nix::sys::signal::SigSet::empty();
+                s.add(nix::sys::signal::Signal::SIGCHLD);
+                s
+            },
+            nix::sys::signalfd::SfdFlags::SFD_NONBLOCK | nix::sys::signalfd::SfdFlags::SFD_CLOEXEC,
+        ) {
+            Ok(s) => s,
+            Err(e) => {
+                self.send(&Msg::Fatal {
+                    what: format!("signalfd: {e}"),
+                });
+                return 3;
+            }
+        };
         // Setup: wait for init to hand over the seccomp listener (or report a failure).
         while self.listener.is_none() && !self.untraced {
             // init stops for ptrace while it sets up (its re-exec): keep those stops moving.
             self.ptrace_drain();
-            let mut p = libc::pollfd {
-                fd: self.ctl.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd.
-            if unsafe { libc::poll(&mut p, 1, 5) } == 0 {
+            let mut p = [
+                libc::pollfd {
+                    fd: self.ctl.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: sigfd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            // SAFETY: two valid pollfds.
+            if unsafe { libc::poll(p.as_mut_ptr(), 2, 100) } <= 0 {
+                continue;
+            }
+            if p[1].revents != 0 {
+                while let Ok(Some(_)) = sigfd.read_signal() {}
+            }
+            if p[0].revents == 0 {
                 continue;
             }
             let lines = self.read_ctl();
@@ -420,22 +450,6 @@ impl Tracer {
             });
             return 3;
         }
-        let sigfd = match nix::sys::signalfd::SignalFd::with_flags(
-            &{
-                let mut s = nix::sys::signal::SigSet::empty();
-                s.add(nix::sys::signal::Signal::SIGCHLD);
-                s
-            },
-            nix::sys::signalfd::SfdFlags::SFD_NONBLOCK | nix::sys::signalfd::SfdFlags::SFD_CLOEXEC,
-        ) {
-            Ok(s) => s,
-            Err(e) => {
-                self.send(&Msg::Fatal {
-                    what: format!("signalfd: {e}"),
-                });
-                return 3;
-            }
-        };
         self.info("tracer", "ready");
         let mut sigchld = true;
         loop {

@@ -182,7 +182,7 @@ pub(super) fn case_labels(line: &str) -> Option<Vec<String>> {
 /// Bare words compared in a shell test: `[ "$1" = deploy ]`, `[[ $MODE == yes ]]`.
 pub(super) fn shell_bare_operands(code: &str, shell: bool) -> Vec<String> {
     static BARE: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"(?:==?|!=)\s+([A-Za-z0-9_][A-Za-z0-9_.:+-]*|-{1,2}[A-Za-z0-9][A-Za-z0-9_-]*)\s*(?:\]|;|&&|\|\||$)").expect("valid")
+        crate::util::regex(r"(?:==?|!=)\s+([A-Za-z0-9_][A-Za-z0-9_.:+-]*|-{1,2}[A-Za-z0-9][A-Za-z0-9_-]*)\s*(?:\]|;|&&|\|\||$)").expect("valid")
     });
     if !shell || !(code.contains('[') || code.contains("test ")) {
         return Vec::new();

@@ -550,13 +550,19 @@ pub(crate) async fn accept_loop(
         };
         accept_one(&proxy, stream, peer, od, &mut conns);
     }
-    // Connections the jail made before the end may still sit in the backlog.
-    while let Ok(Ok((stream, peer))) =
-        tokio::time::timeout(Duration::from_millis(20), listener.accept()).await
-    {
-        accept_one(&proxy, stream, peer, od, &mut conns);
+    // Connections the jail made before the end may still sit in the backlog. The jail is gone
+    // by now and loopback handshakes complete inside `connect`, so the backlog is final: drain it
+    // without waiting.
+    if let Ok(std_listener) = listener.into_std() {
+        while let Ok((stream, peer)) = std_listener.accept() {
+            let stream = stream
+                .set_nonblocking(true)
+                .and_then(|_| tokio::net::TcpStream::from_std(stream));
+            if let Ok(stream) = stream {
+                accept_one(&proxy, stream, peer, od, &mut conns);
+            }
+        }
     }
-    drop(listener);
     let drain = async {
         while let Some(done) = conns.join_next().await {
             if let Err(e) = done {
