@@ -357,7 +357,10 @@ pub fn run<S: EventSink>(
             Ok(Msg::Fatal { what }) => {
                 out.failure.get_or_insert(what);
             }
-            Ok(Msg::Info { key, value }) => out.info.push((key, value)),
+            Ok(Msg::Info { key, value }) => {
+                tracing::debug!(%key, %value, "jail info");
+                out.info.push((key, value))
+            }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if Instant::now() >= deadline {
@@ -391,7 +394,10 @@ pub fn run<S: EventSink>(
             Msg::Fatal { what } => {
                 out.failure.get_or_insert(what);
             }
-            Msg::Info { key, value } => out.info.push((key, value)),
+            Msg::Info { key, value } => {
+                tracing::debug!(%key, %value, "jail info");
+                out.info.push((key, value))
+            }
         }
     }
     out.wall = begun.elapsed();

@@ -374,6 +374,8 @@ impl Tracer {
             "time_skipped_ms",
             &(self.time.clock.skipped_ns / 1_000_000).to_string(),
         );
+        let reads: u64 = self.time.clock_reads.values().sum();
+        self.info("clock_reads", &reads.to_string());
     }
 }
 
