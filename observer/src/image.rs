@@ -563,6 +563,12 @@ pub fn build(
     Ok(from_materialized(m))
 }
 
+/// The host's system trust bundle without the certificates that would give the jail away.
+pub fn host_bundle() -> String {
+    let host = std::fs::read(SYSTEM_CA_BUNDLE).unwrap_or_default();
+    clean_bundle(&String::from_utf8_lossy(&host))
+}
+
 /// Where Debian-family systems keep the system trust bundle.
 pub const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
@@ -571,8 +577,13 @@ impl Image {
     /// the system bundle at its usual path (the host's bundle plus ours, on an overlay of
     /// `/etc/ssl`) and in the variables clients consult.
     pub fn trust_ca(&mut self, pem: &str) {
-        let host = std::fs::read(SYSTEM_CA_BUNDLE).unwrap_or_default();
-        let mut bundle = clean_bundle(&String::from_utf8_lossy(&host)).into_bytes();
+        self.trust_ca_with(host_bundle(), pem)
+    }
+
+    /// [`trust_ca`](Self::trust_ca) with the host's cleaned bundle already read
+    /// ([`host_bundle`]; the run reads it while the image is built).
+    pub fn trust_ca_with(&mut self, host_bundle: String, pem: &str) {
+        let mut bundle = host_bundle.into_bytes();
         if !bundle.is_empty() && !bundle.ends_with(b"\n") {
             bundle.push(b'\n');
         }

@@ -2,7 +2,7 @@
 //! here; judging the trace is the analyser's job.
 
 use crate::agent;
-use crate::egress::canary::Needle;
+use crate::egress::canary::{CanaryIndex, Needle};
 use crate::egress::proxy::{ca::CertAuthority, ProxyConfig};
 use crate::egress::{EgressConfig, EgressRuntime, EgressSockets};
 use crate::image::{self, Image, SkillFile};
@@ -121,7 +121,7 @@ fn start_egress(
     fds: jail::egress_fds::EgressFds,
     ca: std::sync::Arc<CertAuthority>,
     (passthrough, responses): (Vec<String>, Option<PathBuf>),
-    needles: Vec<Needle>,
+    index: std::sync::Arc<CanaryIndex>,
     writer: SharedWriter,
     t0: u64,
     meter: std::sync::Arc<EgressMeter>,
@@ -146,7 +146,7 @@ fn start_egress(
         udp_catchall: nonblocking(fds.udp, UdpSocket::set_nonblocking)?,
     };
     let cfg = EgressConfig {
-        needles,
+        index: Some(index),
         proxy: Some(ProxyConfig::new(ca).with_cli_options(passthrough, responses)),
         ..EgressConfig::default()
     };
@@ -383,31 +383,50 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
     // jail process starts (and is moved into it) while the image is built.
     let mut guard = RunGuard::new(opts.resources.clone());
     let started = jail::start(&guard)?;
-    // The image (with its planted credentials) is made before the clock of the run starts: the
-    // budget and event times are the jail's.
-    let mut image = if opts.bare_image {
-        image::bare()
-    } else {
-        image::build(
-            &opts.os,
-            &skill.install_name,
-            &skill.files,
-            opts.seed.as_deref(),
-        )?
-    };
-    tracing::debug!(ms = setup.elapsed().as_millis() as u64, "image built");
     let run_dir = tempfile::Builder::new()
         .prefix("so-run-")
         .tempdir()
         .map_err(RunError::RunDir)?;
-    // A fresh interception CA per run; its files stay in the run directory.
-    let ca = if opts.egress && !opts.bare_image {
-        let ca = CertAuthority::generate(Some(run_dir.path()))
-            .map_err(|e| RunError::Egress(e.to_string()))?;
-        image.trust_ca(ca.cert_pem());
-        Some(std::sync::Arc::new(ca))
-    } else {
-        None
+    // The image (with its planted credentials) is made before the clock of the run starts: the
+    // budget and event times are the jail's. A fresh interception CA per run (its files stay in
+    // the run directory) is made alongside.
+    let (image, ca) = std::thread::scope(|s| {
+        let ca = (opts.egress && !opts.bare_image).then(|| {
+            s.spawn(|| {
+                (
+                    CertAuthority::generate(Some(run_dir.path())),
+                    image::host_bundle(),
+                )
+            })
+        });
+        let image = if opts.bare_image {
+            Ok(image::bare())
+        } else {
+            image::build(
+                &opts.os,
+                &skill.install_name,
+                &skill.files,
+                opts.seed.as_deref(),
+            )
+        };
+        let ca = ca.map(|h| {
+            let (ca, bundle) = h
+                .join()
+                .map_err(|_| RunError::Egress("the CA thread panicked".into()))?;
+            ca.map(|ca| (ca, bundle))
+                .map_err(|e| RunError::Egress(e.to_string()))
+        });
+        (image, ca)
+    });
+    let mut image = image?;
+    tracing::debug!(ms = setup.elapsed().as_millis() as u64, "image built");
+    let ca = match ca {
+        Some(ca) => {
+            let (ca, bundle) = ca?;
+            image.trust_ca_with(bundle, ca.cert_pem());
+            Some(std::sync::Arc::new(ca))
+        }
+        None => None,
     };
     tracing::debug!(
         ms = setup.elapsed().as_millis() as u64,
@@ -505,7 +524,11 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
     )?));
     let mut egress: Option<EgressRuntime> = None;
     let egress_writer = writer.clone();
+    // Indexed on its own thread while the jail starts; egress waits for it only if it is late.
     let needles = needles_of(&image.registry);
+    let mut indexing = opts
+        .egress
+        .then(|| std::thread::spawn(move || CanaryIndex::new(needles).map(std::sync::Arc::new)));
     tracing::debug!(ms = setup.elapsed().as_millis() as u64, "starting the jail");
     let meter = guard.meter();
     let (outcome, sink) = jail::run(
@@ -521,11 +544,17 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
         &mut |fds| {
             let ca = ca.clone().ok_or("no CA")?;
             let answers = (opts.passthrough.clone(), opts.responses.clone());
+            let index = indexing
+                .take()
+                .ok_or("the canary index was already taken")?
+                .join()
+                .map_err(|_| "the canary index thread panicked".to_string())?
+                .map_err(|e| e.to_string())?;
             let rt = start_egress(
                 fds,
                 ca,
                 answers,
-                needles.clone(),
+                index,
                 egress_writer.clone(),
                 t0,
                 meter.clone(),

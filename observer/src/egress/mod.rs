@@ -63,6 +63,9 @@ pub enum OriginalDst {
 
 pub struct EgressConfig {
     pub needles: Vec<Needle>,
+    /// The needles already indexed (the supervisor builds it while the jail starts); `needles`
+    /// and `scan_limits` are ignored when given.
+    pub index: Option<Arc<CanaryIndex>>,
     pub scan_limits: ScanLimits,
     pub original_dst: OriginalDst,
     /// Grace period for in-flight connections at shutdown.
@@ -75,6 +78,7 @@ impl Default for EgressConfig {
     fn default() -> Self {
         EgressConfig {
             needles: Vec::new(),
+            index: None,
             scan_limits: ScanLimits::default(),
             original_dst: OriginalDst::default(),
             shutdown_grace: Duration::from_secs(2),
@@ -206,12 +210,13 @@ pub fn start(
     config: EgressConfig,
     sink: impl EventSink,
 ) -> Result<EgressHandle, EgressError> {
-    tracing::debug!("egress: building the canary index");
-    let index = Arc::new(CanaryIndex::with_limits(
-        config.needles,
-        config.scan_limits,
-    )?);
-    tracing::debug!("egress: canary index built");
+    let index = match config.index {
+        Some(i) => i,
+        None => Arc::new(CanaryIndex::with_limits(
+            config.needles,
+            config.scan_limits,
+        )?),
+    };
     for n in index.skipped_short() {
         tracing::warn!(canary = %n.canary, "canary value shorter than {} bytes is not searched", canary::MIN_NEEDLE_LEN);
     }
