@@ -125,7 +125,7 @@ fn main() {
         .map(|(i, v)| Needle::new(v.clone(), &format!("c{i}"), "cred"))
         .collect();
     let t = Instant::now();
-    let idx = CanaryIndex::new(needles).expect("index");
+    let idx = CanaryIndex::new(needles);
     println!(
         "index build: {:.1} ms ({idx:?})",
         t.elapsed().as_secs_f64() * 1e3
@@ -168,7 +168,7 @@ fn main() {
             .map(|(i, v)| Needle::new(v.clone(), &format!("c{i}"), "cred")),
     );
     let t = Instant::now();
-    let run_idx = CanaryIndex::new(run_needles).expect("index");
+    let run_idx = CanaryIndex::new(run_needles);
     println!(
         "run-sized index build: {:.1} ms ({run_idx:?})",
         t.elapsed().as_secs_f64() * 1e3

@@ -528,7 +528,7 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
     let needles = needles_of(&image.registry);
     let mut indexing = opts
         .egress
-        .then(|| std::thread::spawn(move || CanaryIndex::new(needles).map(std::sync::Arc::new)));
+        .then(|| std::thread::spawn(move || std::sync::Arc::new(CanaryIndex::new(needles))));
     tracing::debug!(ms = setup.elapsed().as_millis() as u64, "starting the jail");
     let meter = guard.meter();
     let (outcome, sink) = jail::run(
@@ -548,8 +548,7 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
                 .take()
                 .ok_or("the canary index was already taken")?
                 .join()
-                .map_err(|_| "the canary index thread panicked".to_string())?
-                .map_err(|e| e.to_string())?;
+                .map_err(|_| "the canary index thread panicked".to_string())?;
             let rt = start_egress(
                 fds,
                 ca,

@@ -27,8 +27,6 @@ use tokio::task::JoinHandle;
 pub enum EgressError {
     #[error("egress socket setup: {0}")]
     Socket(#[from] std::io::Error),
-    #[error(transparent)]
-    Canary(#[from] canary::CanaryError),
     #[error("egress runtime: {0}")]
     Runtime(String),
     #[error(
@@ -212,10 +210,7 @@ pub fn start(
 ) -> Result<EgressHandle, EgressError> {
     let index = match config.index {
         Some(i) => i,
-        None => Arc::new(CanaryIndex::with_limits(
-            config.needles,
-            config.scan_limits,
-        )?),
+        None => Arc::new(CanaryIndex::with_limits(config.needles, config.scan_limits)),
     };
     for n in index.skipped_short() {
         tracing::warn!(canary = %n.canary, "canary value shorter than {} bytes is not searched", canary::MIN_NEEDLE_LEN);

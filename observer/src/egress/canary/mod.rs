@@ -30,12 +30,6 @@ pub use patterns::Form;
 
 pub const MIN_NEEDLE_LEN: usize = 8;
 
-#[derive(Debug, thiserror::Error)]
-pub enum CanaryError {
-    #[error("cannot build the canary automaton: {0}")]
-    Automaton(String),
-}
-
 /// One planted value to look for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Needle {
@@ -134,11 +128,11 @@ impl std::fmt::Debug for CanaryIndex {
 }
 
 impl CanaryIndex {
-    pub fn new(needles: Vec<Needle>) -> Result<Self, CanaryError> {
+    pub fn new(needles: Vec<Needle>) -> Self {
         Self::with_limits(needles, ScanLimits::default())
     }
 
-    pub fn with_limits(needles: Vec<Needle>, limits: ScanLimits) -> Result<Self, CanaryError> {
+    pub fn with_limits(needles: Vec<Needle>, limits: ScanLimits) -> Self {
         let mut by_pattern: HashMap<Vec<u8>, usize> = HashMap::new();
         let mut patterns: Vec<Vec<u8>> = Vec::new();
         let mut forms: Vec<Vec<(usize, Form)>> = Vec::new();
@@ -160,13 +154,13 @@ impl CanaryIndex {
             }
         }
         let grams = GramIndex::new(patterns);
-        Ok(CanaryIndex {
+        CanaryIndex {
             needles,
             grams,
             forms,
             skipped_short,
             limits,
-        })
+        }
     }
 
     pub fn needles(&self) -> &[Needle] {
