@@ -199,6 +199,19 @@ pub fn establish(
     }
 }
 
+/// The schema version every backend writes (SQLite's `user_version`, PostgreSQL's meta row).
+const SCHEMA_VERSION: i64 = 1;
+
+/// A store written by a newer build is refused rather than misread.
+fn check_schema_version(v: i64) -> Result<(), BaselineError> {
+    if v > SCHEMA_VERSION {
+        return Err(BaselineError::Backend(format!(
+            "store schema version {v} is newer than this build understands ({SCHEMA_VERSION})"
+        )));
+    }
+    Ok(())
+}
+
 pub fn parse_fidelity(s: &str) -> Option<Fidelity> {
     match s {
         "bundle" => Some(Fidelity::Bundle),

@@ -13,7 +13,6 @@ use postgres::{Client, NoTls, Transaction};
 use std::sync::Mutex;
 use std::time::Duration;
 
-const SCHEMA_VERSION: i32 = 1;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Taken by every migration so workers starting together do not race on `CREATE TABLE`
 /// (PostgreSQL's `IF NOT EXISTS` is not safe against a concurrent creation).
@@ -179,17 +178,13 @@ impl PostgresStore {
             )
             .map_err(db_err)?
             .map(|r| r.get(0));
-        let v: i32 = match v {
+        let v: i64 = match v {
             None => 0,
             Some(s) => s.parse().map_err(|_| {
                 BaselineError::Backend(format!("store schema version {s:?} is not a number"))
             })?,
         };
-        if v > SCHEMA_VERSION {
-            return Err(BaselineError::Backend(format!(
-                "store schema version {v} is newer than this build understands ({SCHEMA_VERSION})"
-            )));
-        }
+        super::check_schema_version(v)?;
         if v < 1 {
             tx.batch_execute(
                 "CREATE TABLE IF NOT EXISTS skill_observer_baselines (

@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
-const SCHEMA_VERSION: i64 = 1;
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// `$XDG_DATA_HOME/skill-observer/baselines.sqlite`, else `~/.local/share/skill-observer/…`.
@@ -104,11 +103,7 @@ impl SqliteStore {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let v: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        if v > SCHEMA_VERSION {
-            return Err(BaselineError::Backend(format!(
-                "store schema version {v} is newer than this build understands ({SCHEMA_VERSION})"
-            )));
-        }
+        super::check_schema_version(v)?;
         if v < 1 {
             tx.execute_batch(
                 "CREATE TABLE IF NOT EXISTS baselines (
