@@ -79,6 +79,17 @@ mod tests {
     /// A live target the test can read while the writer still holds it.
     #[derive(Clone, Default)]
     struct Shared(Arc<Mutex<Vec<u8>>>);
+    impl Shared {
+        /// Complete lines received so far.
+        fn lines(&self) -> usize {
+            self.0
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|b| **b == b'\n')
+                .count()
+        }
+    }
     impl Write for Shared {
         fn write(&mut self, b: &[u8]) -> io::Result<usize> {
             self.0.lock().unwrap().extend_from_slice(b);
@@ -119,25 +130,9 @@ mod tests {
         let line = r#"{"seq":0,"t_ns":5,"pid":7,"kind":"output","data":"hi"}"#;
         w.write_raw(line).unwrap();
         // buffered until the supervisor's idle flush: nothing of the event yet, then all of it
-        assert_eq!(
-            live.0
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|b| **b == b'\n')
-                .count(),
-            1
-        );
+        assert_eq!(live.lines(), 1);
         w.flush().unwrap();
-        assert_eq!(
-            live.0
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|b| **b == b'\n')
-                .count(),
-            2
-        );
+        assert_eq!(live.lines(), 2);
         drop(w);
         let streamed = live.0.lock().unwrap().clone();
         assert_eq!(streamed, std::fs::read(&path).unwrap());
