@@ -575,14 +575,9 @@ pub const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 impl Image {
     /// Makes the jail trust `pem` (the run's interception CA) the way a managed machine does: in
     /// the system bundle at its usual path (the host's bundle plus ours, on an overlay of
-    /// `/etc/ssl`) and in the variables clients consult.
-    pub fn trust_ca(&mut self, pem: &str) {
-        self.trust_ca_with(host_bundle(), pem)
-    }
-
-    /// [`trust_ca`](Self::trust_ca) with the host's cleaned bundle already read
-    /// ([`host_bundle`]; the run reads it while the image is built).
-    pub fn trust_ca_with(&mut self, host_bundle: String, pem: &str) {
+    /// `/etc/ssl`) and in the variables clients consult. `host_bundle` is [`host_bundle`]'s
+    /// result (the run reads it while the image is built).
+    pub fn trust_ca(&mut self, host_bundle: String, pem: &str) {
         let mut bundle = host_bundle.into_bytes();
         if !bundle.is_empty() && !bundle.ends_with(b"\n") {
             bundle.push(b'\n');

@@ -387,16 +387,17 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
         .prefix("so-run-")
         .tempdir()
         .map_err(RunError::RunDir)?;
+    // Egress capture (and with it the CA and the canary index); never for the bare jail.
+    let capture = opts.egress && !opts.bare_image;
     // The image (with its planted credentials) is made before the clock of the run starts: the
     // budget and event times are the jail's. A fresh interception CA per run (its files stay in
     // the run directory) is made alongside.
     let (image, ca) = std::thread::scope(|s| {
-        let ca = (opts.egress && !opts.bare_image).then(|| {
+        let ca = capture.then(|| {
             s.spawn(|| {
-                (
-                    CertAuthority::generate(Some(run_dir.path())),
-                    image::host_bundle(),
-                )
+                CertAuthority::generate(Some(run_dir.path()))
+                    .map(|ca| (ca, image::host_bundle()))
+                    .map_err(|e| RunError::Egress(e.to_string()))
             })
         });
         let image = if opts.bare_image {
@@ -410,24 +411,17 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
             )
         };
         let ca = ca.map(|h| {
-            let (ca, bundle) = h
-                .join()
-                .map_err(|_| RunError::Egress("the CA thread panicked".into()))?;
-            ca.map(|ca| (ca, bundle))
-                .map_err(|e| RunError::Egress(e.to_string()))
+            h.join()
+                .unwrap_or_else(|_| Err(RunError::Egress("the CA thread panicked".into())))
         });
-        (image, ca)
+        (image, ca.transpose())
     });
     let mut image = image?;
     tracing::debug!(ms = setup.elapsed().as_millis() as u64, "image built");
-    let ca = match ca {
-        Some(ca) => {
-            let (ca, bundle) = ca?;
-            image.trust_ca_with(bundle, ca.cert_pem());
-            Some(std::sync::Arc::new(ca))
-        }
-        None => None,
-    };
+    let ca = ca?.map(|(ca, bundle)| {
+        image.trust_ca(bundle, ca.cert_pem());
+        std::sync::Arc::new(ca)
+    });
     tracing::debug!(
         ms = setup.elapsed().as_millis() as u64,
         "interception CA ready"
@@ -492,7 +486,7 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
         t0,
     );
     spec.traced = opts.traced;
-    spec.egress = opts.egress && !opts.bare_image;
+    spec.egress = capture;
     spec.clock_offset_ns = opts.clock_offset_ns;
     // Setup (image, egress start) comes out of the same wall-clock budget.
     spec.steps_budget_ms = step_ms.saturating_sub(2_000).max(1_000);
@@ -526,9 +520,8 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
     let egress_writer = writer.clone();
     // Indexed on its own thread while the jail starts; egress waits for it only if it is late.
     let needles = needles_of(&image.registry);
-    let mut indexing = opts
-        .egress
-        .then(|| std::thread::spawn(move || std::sync::Arc::new(CanaryIndex::new(needles))));
+    let mut indexing =
+        capture.then(|| std::thread::spawn(move || std::sync::Arc::new(CanaryIndex::new(needles))));
     tracing::debug!(ms = setup.elapsed().as_millis() as u64, "starting the jail");
     let meter = guard.meter();
     let (outcome, sink) = jail::run(
