@@ -188,12 +188,8 @@ pub trait EventSink: Send + 'static {
 /// the run (image, CA, plan) while the process starts up and is attached (see [`Attach`]).
 /// Dropped unused, it is killed and reaped.
 pub struct Started {
-    child: Option<Child>,
+    child: KillOnDrop,
     attach: Option<std::thread::JoinHandle<Result<(), String>>>,
-    fds: Option<StartedFds>,
-}
-
-struct StartedFds {
     spec_w: OwnedFd,
     ev_r: OwnedFd,
     up_r: OwnedFd,
@@ -201,12 +197,27 @@ struct StartedFds {
     eg_ours: OwnedFd,
 }
 
-impl Drop for Started {
+/// The jail process, killed and reaped however its owner ends (an early error included; after
+/// a normal end both calls are no-ops on the reaped child).
+struct KillOnDrop(Child);
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for KillOnDrop {
     fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -236,22 +247,20 @@ pub fn start(watch: &dyn Watch) -> Result<Started, JailError> {
     let pid = child.id();
     let attach = watch.attach().map(|f| std::thread::spawn(move || f(pid)));
     Ok(Started {
-        child: Some(child),
+        child: KillOnDrop(child),
         attach,
-        fds: Some(StartedFds {
-            spec_w,
-            ev_r,
-            up_r,
-            down_w,
-            eg_ours,
-        }),
+        spec_w,
+        ev_r,
+        up_r,
+        down_w,
+        eg_ours,
     })
 }
 
 /// Runs a started jail to completion (or until `budget`). Events go to `sink` on a reader thread
 /// as they arrive (so a crash loses nothing already seen). Returns the sink when the jail is done.
 pub fn run<S: EventSink>(
-    mut started: Started,
+    started: Started,
     spec: &JailSpec,
     budget: Duration,
     mut sink: S,
@@ -259,17 +268,15 @@ pub fn run<S: EventSink>(
     watch: &mut dyn Watch,
 ) -> Result<(JailOutcome, S), JailError> {
     let begun = Instant::now();
-    let (Some(mut child), Some(fds)) = (started.child.take(), started.fds.take()) else {
-        return Err(JailError::Setup("the jail process was already used".into()));
-    };
-    let attach = started.attach.take();
-    let StartedFds {
+    let Started {
+        mut child,
+        attach,
         spec_w,
         ev_r,
         up_r,
         down_w,
         eg_ours,
-    } = fds;
+    } = started;
     let spec_json = serde_json::to_vec(spec).map_err(|e| JailError::Setup(e.to_string()))?;
     // The spec can exceed a pipe's buffer; the jail reads it before anything else.
     let writer = std::thread::spawn(move || {
@@ -354,13 +361,7 @@ pub fn run<S: EventSink>(
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left.min(Duration::from_millis(100))) {
-            Ok(Msg::Fatal { what }) => {
-                out.failure.get_or_insert(what);
-            }
-            Ok(Msg::Info { key, value }) => {
-                tracing::debug!(%key, %value, "jail info");
-                out.info.push((key, value))
-            }
+            Ok(m) => absorb(&mut out, m),
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if Instant::now() >= deadline {
@@ -390,18 +391,23 @@ pub fn run<S: EventSink>(
         .join()
         .map_err(|_| JailError::Setup("the event reader panicked".into()))?;
     while let Ok(m) = rx.try_recv() {
-        match m {
-            Msg::Fatal { what } => {
-                out.failure.get_or_insert(what);
-            }
-            Msg::Info { key, value } => {
-                tracing::debug!(%key, %value, "jail info");
-                out.info.push((key, value))
-            }
-        }
+        absorb(&mut out, m);
     }
     out.wall = begun.elapsed();
     Ok((out, sink))
+}
+
+/// A message from the jail into the outcome: the first fatal one is the failure.
+fn absorb(out: &mut JailOutcome, m: Msg) {
+    match m {
+        Msg::Fatal { what } => {
+            out.failure.get_or_insert(what);
+        }
+        Msg::Info { key, value } => {
+            tracing::debug!(%key, %value, "jail info");
+            out.info.push((key, value))
+        }
+    }
 }
 
 /// The event reader: trace lines to the sink, messages to the supervisor's loop.
