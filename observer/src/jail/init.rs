@@ -9,7 +9,7 @@ use super::spec::JailSpec;
 use super::sys::{self, cstr, write_all_fd};
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 const MAX_STEP_PIPES: usize = 256;
@@ -460,10 +460,7 @@ fn run_steps(spec: &JailSpec, go: RawFd, ctl_fd: RawFd) -> ! {
         let mut timed_out = false;
         // Woken the moment the step ends (a pidfd polls readable then); a plain nap where the
         // kernel has no pidfd.
-        // SAFETY: pidfd_open on our own child; the fd is owned below.
-        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as RawFd;
-        // SAFETY: a fresh descriptor nobody else owns.
-        let pidfd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) });
+        let pidfd = sys::pidfd_open(pid).ok();
         let status = loop {
             match reap_nohang() {
                 Some((p, st)) if p == pid => break st,
@@ -483,11 +480,7 @@ fn run_steps(spec: &JailSpec, go: RawFd, ctl_fd: RawFd) -> ! {
                     let left = deadline.saturating_sub(started.elapsed()).as_millis();
                     // Below filter::LONG_WAIT_MS, so the virtual clock leaves this wait alone.
                     let ms = left.clamp(1, 500) as i32;
-                    let mut p = libc::pollfd {
-                        fd: fd.as_raw_fd(),
-                        events: libc::POLLIN,
-                        revents: 0,
-                    };
+                    let mut p = sys::pollin(fd.as_raw_fd());
                     // SAFETY: one valid pollfd.
                     unsafe { libc::poll(&mut p, 1, ms) };
                 }

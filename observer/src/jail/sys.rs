@@ -40,6 +40,15 @@ pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
     Ok(own(r as RawFd))
 }
 
+/// A `poll` entry waiting for input on `fd` (a negative fd is skipped by the kernel).
+pub fn pollin(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
 /// Duplicates `targetfd` of the process behind `pidfd` into this process (close-on-exec).
 pub fn pidfd_getfd(pidfd: &OwnedFd, targetfd: i32) -> io::Result<OwnedFd> {
     // SAFETY: plain syscall with integer arguments.

@@ -408,7 +408,10 @@ impl Tracer {
         while self.listener.is_none() && !self.untraced {
             // init stops for ptrace while it sets up (its re-exec): keep those stops moving.
             self.ptrace_drain();
-            let mut p = [pollin(self.ctl.as_raw_fd()), pollin(sigfd.as_raw_fd())];
+            let mut p = [
+                sys::pollin(self.ctl.as_raw_fd()),
+                sys::pollin(sigfd.as_raw_fd()),
+            ];
             // SAFETY: two valid pollfds.
             if unsafe { libc::poll(p.as_mut_ptr(), 2, 100) } <= 0 {
                 continue;
@@ -454,16 +457,16 @@ impl Tracer {
             }
             let listener = self.listener.as_ref().map(|l| l.as_raw_fd()).unwrap_or(-1);
             let mut pfds = vec![
-                pollin(if self.listener_hup { -1 } else { listener }),
-                pollin(sigfd.as_raw_fd()),
-                pollin(if self.ctl_eof {
+                sys::pollin(if self.listener_hup { -1 } else { listener }),
+                sys::pollin(sigfd.as_raw_fd()),
+                sys::pollin(if self.ctl_eof {
                     -1
                 } else {
                     self.ctl.as_raw_fd()
                 }),
             ];
             for o in &self.outputs {
-                pfds.push(pollin(o.fd.as_raw_fd()));
+                pfds.push(sys::pollin(o.fd.as_raw_fd()));
             }
             // SAFETY: pfds is a valid array of pollfd.
             // A short first wait: a busy task's next call usually comes within it, and the batch
@@ -531,14 +534,5 @@ impl Tracer {
         }
         std::env::set_current_dir("/").map_err(|e| e.to_string())?;
         Ok(())
-    }
-}
-
-/// A `poll` entry waiting for input on `fd` (a negative fd is skipped by the kernel).
-fn pollin(fd: RawFd) -> libc::pollfd {
-    libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
     }
 }
