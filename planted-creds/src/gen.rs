@@ -25,6 +25,42 @@ pub const TELL_WORDS: &[&str] = &[
     "fake",
 ];
 
+/// Words an evasive payload greps the environment, hostnames and `/proc` for, beyond
+/// [`TELL_WORDS`] (which must appear nowhere, templates included: these may, e.g. `docker` in a
+/// Docker config). Random text is drawn again when it spells one of either list: a three-letter
+/// word like `lxc` turns up by chance in ~0.3 % of 40-character secrets, so across a run's dozens
+/// of secrets an evasive skill would see one every few dozen runs.
+pub const RANDOM_TELLS: &[&str] = &[
+    "docker",
+    "container",
+    "lxc",
+    "kube",
+    "podman",
+    "libpod",
+    "garden",
+    "bwrap",
+    "bubblewrap",
+    "gvisor",
+    "runsc",
+    "firecracker",
+    "cuckoo",
+    "malware",
+    "tracer",
+    "seccomp",
+    "strace",
+    "mitm",
+    "intercept",
+];
+
+/// Whether random text is free of every tell word ([`TELL_WORDS`] and [`RANDOM_TELLS`]).
+fn clean_random(s: &str) -> bool {
+    if find_tell(s.as_bytes()).is_some() {
+        return false;
+    }
+    let lower = s.to_ascii_lowercase();
+    !RANDOM_TELLS.iter().any(|w| lower.contains(w))
+}
+
 /// For each byte, the tell words (bits, by index) that start with it in either case.
 const FIRST_LETTERS: [u16; 256] = {
     assert!(TELL_WORDS.len() <= 16);
@@ -116,7 +152,7 @@ impl Gen {
             let s: String = (0..n)
                 .map(|_| alphabet[self.below(alphabet.len() as u64) as usize] as char)
                 .collect();
-            if find_tell(s.as_bytes()).is_none() {
+            if clean_random(&s) {
                 return s;
             }
         }
@@ -141,7 +177,7 @@ impl Gen {
     pub fn b64(&mut self, n: usize) -> String {
         loop {
             let s = STANDARD.encode(self.bytes(n));
-            if find_tell(s.as_bytes()).is_none() {
+            if clean_random(&s) {
                 return s;
             }
         }
@@ -150,7 +186,7 @@ impl Gen {
     pub fn b64url(&mut self, n: usize) -> String {
         loop {
             let s = URL_SAFE_NO_PAD.encode(self.bytes(n));
-            if find_tell(s.as_bytes()).is_none() {
+            if clean_random(&s) {
                 return s;
             }
         }
@@ -399,6 +435,12 @@ mod tests {
     fn tell_words_are_found_and_avoided() {
         assert_eq!(find_tell(b"xxSandBoxyy"), Some("sandbox"));
         assert_eq!(find_tell(b"nothing here"), None);
+        assert!(
+            !clean_random("xxLXCyy"),
+            "an evasive payload's word in random text"
+        );
+        assert!(!clean_random("xxSandBoxyy"));
+        assert!(clean_random("nothing here"));
         assert_eq!(find_tell(b"HONEYPOT"), Some("honeypot"));
         assert_eq!(find_tell(b"fak"), None);
         assert_eq!(find_tell(b"x-Fake"), Some("fake"));
