@@ -7,7 +7,7 @@
 # Needs: hyperfine, bubblewrap, strace (apt-get install -y hyperfine bubblewrap strace).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build -q --release -p skill-observer --bin observe
+cargo build -q --release -p skill-observer --bins
 OBS=./target/release/observe
 OUT=${BENCH_OUT:-bench/out}
 mkdir -p "$OUT"

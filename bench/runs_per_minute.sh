@@ -15,7 +15,7 @@ N=${N:-40}
 JOBS=${JOBS:-"1 2 4"}
 TIMEOUT=${TIMEOUT:-60}
 if [ -z "${OBSERVE_BIN:-}" ]; then
-  cargo build -q --release -p skill-observer --bin observe
+  cargo build -q --release -p skill-observer --bins
   OBSERVE_BIN=./target/release/observe
 fi
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/so-rpm-XXXXXX")

@@ -53,14 +53,8 @@ pub fn locate_observe(explicit: Option<&Path>) -> Result<PathBuf, LiveError> {
     if workspace.join("Cargo.toml").is_file() {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.current_dir(&workspace).args([
-            "build",
-            "-q",
-            "-p",
-            "skill-observer",
-            "--bin",
-            "observe",
-        ]);
+        cmd.current_dir(&workspace)
+            .args(["build", "-q", "-p", "skill-observer", "--bins"]);
         if release {
             cmd.arg("--release");
         }

@@ -655,6 +655,7 @@ impl Image {
             egress: false,
             traced: true,
             clock_offset_ns: 0,
+            self_move: Vec::new(),
             steps_budget_ms: 0,
         }
     }

@@ -16,7 +16,8 @@ fn workspace_root() -> PathBuf {
         .unwrap_or_default()
 }
 
-/// Path to the `observe` binary: `$OBSERVE_BIN`, or built once from this workspace.
+/// Path to the `observe` binary: `$OBSERVE_BIN`, or built once from this workspace (with its
+/// `observe-jail` helper).
 pub fn observe_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
@@ -25,7 +26,7 @@ pub fn observe_bin() -> PathBuf {
         }
         let root = workspace_root();
         let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args(["build", "-q", "-p", "skill-observer", "--bin", "observe"])
+            .args(["build", "-q", "-p", "skill-observer", "--bins"])
             .current_dir(&root)
             .status()
             .expect("run cargo build");

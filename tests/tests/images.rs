@@ -300,6 +300,21 @@ def pid1():
     if comm in bad or WORDS.search(comm) or WORDS.search(cmd) or (comm and comm not in
             ('systemd', 'init', 'launchd')):
         tell('pid1', comm + ' ' + cmd)
+    # An init's memory map and executable are not readable by a user; if they are, they must
+    # not show a program outside the system directories (a sandbox's own binary).
+    maps = read('/proc/1/maps') or ''
+    try:
+        maps += '\n' + os.readlink('/proc/1/exe')
+    except OSError:
+        pass
+    for line in maps.splitlines():
+        path = line.split()[-1] if ' /' in line or line.startswith('/') else ''
+        if path.startswith('/') and not re.match(r'/(usr|lib|lib64|bin|sbin|etc)/', path):
+            tell('pid1', 'maps ' + path)
+            break
+        if WORDS.search(path):
+            tell('pid1', 'maps ' + path)
+            break
 
 
 @probe

@@ -134,6 +134,10 @@ pub struct JailSpec {
     /// `--clock-offset`: added to every wall clock the jail reads (ns).
     #[serde(default)]
     pub clock_offset_ns: i64,
+    /// Files the jail process writes `0` to first, moving itself (see [`super::Attach`]); set
+    /// by `jail::run`, not by the spec's author.
+    #[serde(default)]
+    pub self_move: Vec<std::path::PathBuf>,
 }
 
 fn yes() -> bool {

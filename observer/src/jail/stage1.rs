@@ -12,6 +12,11 @@ use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 pub const STAGE1_ARG: &str = "__skill-observer-jail";
+/// The helper binary that runs stage 1 (and init) when it sits next to `observe`.
+pub const HELPER: &str = "observe-jail";
+/// Identifies this build of the library (see build.rs): the supervisor and the jail process
+/// must agree on the spec and message formats.
+pub const BUILD_ID: &str = env!("OBSERVE_BUILD_ID");
 pub const FD_SPEC: RawFd = 3;
 pub const FD_EVENTS: RawFd = 4;
 pub const FD_SYNC_OUT: RawFd = 5;
@@ -37,8 +42,37 @@ fn pipe() -> (OwnedFd, OwnedFd) {
     (sys::own(fds[0]), sys::own(fds[1]))
 }
 
+/// Runs the supervisor's own binary in our place (same pid, fds and arguments) when this binary
+/// is a helper from another build than the supervisor's.
+fn hand_over_if_foreign() {
+    use std::os::unix::ffi::OsStrExt;
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(2).map(|a| a.as_bytes()) == Some(BUILD_ID.as_bytes()) {
+        return;
+    }
+    let Some(exe) = args.get(3) else {
+        fatal("started without the supervisor's build id")
+    };
+    let c = |a: &std::ffi::OsStr| std::ffi::CString::new(a.as_bytes()).ok();
+    let argv: Option<Vec<std::ffi::CString>> = args.iter().map(|a| c(a)).collect();
+    let (Some(path), Some(mut argv)) = (c(exe), argv) else {
+        fatal("bad arguments")
+    };
+    argv[0] = path.clone();
+    let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    // SAFETY: NUL-terminated strings and a null-terminated array that outlive the call.
+    unsafe { libc::execv(path.as_ptr(), ptrs.as_ptr()) };
+    fatal(&format!(
+        "running {}: {}",
+        exe.to_string_lossy(),
+        sys::last_err()
+    ))
+}
+
 /// Entry point; never returns.
 pub fn main() -> ! {
+    hand_over_if_foreign();
     // SAFETY: fd 3 was set up by the supervisor for us alone.
     let mut spec_file = unsafe { std::fs::File::from_raw_fd(FD_SPEC) };
     let mut buf = Vec::new();
@@ -51,6 +85,13 @@ pub fn main() -> ! {
         Err(e) => fatal(&format!("bad spec: {e}")),
     };
 
+    // Into the run's cgroup before anything is forked (and while our credentials still own
+    // its files): everything the jail starts inherits it.
+    for f in &spec.self_move {
+        if let Err(e) = std::fs::write(f, "0") {
+            fatal(&format!("moving into {}: {e}", f.display()));
+        }
+    }
     // User namespace first; the supervisor writes our uid/gid maps from outside.
     // SAFETY: plain unshare.
     if unsafe { libc::unshare(libc::CLONE_NEWUSER) } != 0 {

@@ -49,11 +49,34 @@ pub fn pollin(fd: RawFd) -> libc::pollfd {
     }
 }
 
+/// Runs an inspection of a jail task (its memory, fds, cwd) and, when the kernel refuses it
+/// because the task is not dumpable (the jail's init, and its children until they exec), runs it
+/// again with CAP_SYS_PTRACE raised for that call only. The tracer keeps the capability
+/// permitted but not effective, so the calls it replays for the jail meet exactly the checks
+/// the jail's own tasks meet (`/proc/1/maps` stays closed to them).
+pub fn inspect<T>(mut f: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    use caps::{CapSet, Capability};
+    match f() {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) => {
+            if caps::raise(None, CapSet::Effective, Capability::CAP_SYS_PTRACE).is_err() {
+                return Err(e);
+            }
+            let r = f();
+            let _ = caps::drop(None, CapSet::Effective, Capability::CAP_SYS_PTRACE);
+            r
+        }
+        r => r,
+    }
+}
+
 /// Duplicates `targetfd` of the process behind `pidfd` into this process (close-on-exec).
 pub fn pidfd_getfd(pidfd: &OwnedFd, targetfd: i32) -> io::Result<OwnedFd> {
-    // SAFETY: plain syscall with integer arguments.
-    let r = cvt(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), targetfd, 0) })?;
-    Ok(own(r as RawFd))
+    inspect(|| {
+        // SAFETY: plain syscall with integer arguments.
+        let r =
+            cvt(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), targetfd, 0) })?;
+        Ok(own(r as RawFd))
+    })
 }
 
 /// Reads up to `buf.len()` bytes at `addr` in `pid`'s address space; returns the count read.
@@ -69,13 +92,16 @@ pub fn read_mem(pid: i32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
         iov_base: addr as *mut libc::c_void,
         iov_len: buf.len(),
     };
-    // SAFETY: the local iovec points into `buf`; the remote one is only dereferenced by the kernel.
-    let r = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
-    if r < 0 {
-        Err(last_err())
-    } else {
-        Ok(r as usize)
-    }
+    inspect(|| {
+        // SAFETY: the local iovec points into `buf`; the remote one is only dereferenced by the
+        // kernel.
+        let r = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+        if r < 0 {
+            Err(last_err())
+        } else {
+            Ok(r as usize)
+        }
+    })
 }
 
 /// Writes `buf` at `addr` in `pid`'s address space.
@@ -89,7 +115,10 @@ pub fn write_mem(pid: i32, addr: u64, buf: &[u8]) -> io::Result<()> {
         iov_len: buf.len(),
     };
     // SAFETY: the local iovec points into `buf` (only read); the remote one is the kernel's.
-    let r = unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) };
+    let r = inspect(|| {
+        cvt(unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) } as libc::c_long)
+    })
+    .unwrap_or(-1);
     if r < 0 {
         Err(last_err())
     } else if r as usize != buf.len() {
@@ -247,14 +276,19 @@ pub fn seccomp_install(prog: &[libc::sock_filter]) -> io::Result<OwnedFd> {
     Ok(own(r as RawFd))
 }
 
+/// Reads a link; under the host's `/proc` an inspection of a jail task (see [`inspect`]).
 pub fn readlink_at(dirfd: RawFd, path: &str) -> io::Result<String> {
     let c = cstr(path)?;
     let mut buf = vec![0u8; 4096];
-    // SAFETY: buf is writable for its length.
-    let n = unsafe { libc::readlinkat(dirfd, c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-    if n < 0 {
-        return Err(last_err());
-    }
+    let n = inspect(|| {
+        // SAFETY: buf is writable for its length.
+        let n = unsafe { libc::readlinkat(dirfd, c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 {
+            Err(last_err())
+        } else {
+            Ok(n)
+        }
+    })?;
     buf.truncate(n as usize);
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
@@ -269,10 +303,13 @@ pub fn read_at(dirfd: RawFd, path: &str) -> io::Result<Vec<u8>> {
     Ok(v)
 }
 
+/// Opens a file; under the host's `/proc` an inspection of a jail task (see [`inspect`]). Never
+/// used to replay a jail task's own open.
 pub fn open_at(dirfd: RawFd, path: &str, flags: i32) -> io::Result<OwnedFd> {
     let c = cstr(path)?;
     // SAFETY: plain openat with a valid C string.
-    let fd = cvt_i(unsafe { libc::openat(dirfd, c.as_ptr(), flags | libc::O_CLOEXEC, 0) })?;
+    let fd =
+        inspect(|| cvt_i(unsafe { libc::openat(dirfd, c.as_ptr(), flags | libc::O_CLOEXEC, 0) }))?;
     Ok(own(fd))
 }
 

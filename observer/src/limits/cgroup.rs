@@ -249,6 +249,23 @@ impl Cgroup {
         Ok(())
     }
 
+    /// The files a single-threaded process running as `owner` writes `0` to in order to move
+    /// itself (v1 `tasks`, which skips the kernel's global threadgroup lock); they are given to
+    /// `owner`, as v1 only lets a process write files it may write. `None` on v2 (whose
+    /// `cgroup.threads` only works in threaded cgroups) or when the files cannot be given.
+    pub fn self_move_files(&self, owner: (u32, u32)) -> Option<Vec<PathBuf>> {
+        if self.version != Version::V1 {
+            return None;
+        }
+        let mut files = Vec::new();
+        for d in &self.dirs {
+            let f = d.join("tasks");
+            std::os::unix::fs::chown(&f, Some(owner.0), Some(owner.1)).ok()?;
+            files.push(f);
+        }
+        Some(files)
+    }
+
     pub fn usage(&self) -> CgroupUsage {
         let d = &self.dirs;
         match self.version {

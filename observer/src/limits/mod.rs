@@ -484,7 +484,12 @@ impl RunGuard {
 impl Watch for RunGuard {
     fn attach(&self) -> Option<crate::jail::Attach> {
         let c = self.cgroup.clone()?;
-        Some(Box::new(move |pid| c.add(pid).map_err(|e| e.to_string())))
+        if let Some(files) = c.self_move_files(crate::jail::outer_ids()) {
+            return Some(crate::jail::Attach::SelfMove(files));
+        }
+        Some(crate::jail::Attach::Thread(Box::new(move |pid| {
+            c.add(pid).map_err(|e| e.to_string())
+        })))
     }
 
     fn poll(&mut self) -> Option<Stop> {

@@ -14,6 +14,7 @@
 
 pub mod clock;
 mod notify;
+mod open_replay;
 mod ptrace;
 mod timewarp;
 
@@ -518,13 +519,14 @@ impl Tracer {
     }
 
     /// After setup the tracer keeps only what it needs: CAP_SYS_PTRACE inside the jail's user
-    /// namespace (to read any jail task's memory). Replayed calls then meet exactly the DAC checks
-    /// a jail task meets.
+    /// namespace, permitted but not effective: raised for one call when a task it inspects is
+    /// not dumpable (`sys::inspect`). Replayed calls then meet exactly the checks a jail task
+    /// meets, the ptrace checks of `/proc/<pid>/…` included.
     fn lock_down(&mut self) -> Result<(), String> {
         use caps::{CapSet, Capability};
         let mut keep = caps::CapsHashSet::new();
         keep.insert(Capability::CAP_SYS_PTRACE);
-        caps::set(None, CapSet::Effective, &keep).map_err(|e| e.to_string())?;
+        caps::clear(None, CapSet::Effective).map_err(|e| e.to_string())?;
         caps::set(None, CapSet::Permitted, &keep).map_err(|e| e.to_string())?;
         caps::clear(None, CapSet::Inheritable).map_err(|e| e.to_string())?;
         // SAFETY: plain prctls / umask / chdir on our own process.

@@ -1,7 +1,7 @@
 //! Seccomp notifications: copy the arguments once, replay the call here with the jail's identity,
 //! answer the task with our result (and our fd), record exactly what was done.
 
-use super::Tracer;
+use super::{open_replay, Tracer};
 use crate::jail::filter::{classify, syscall_name, Class};
 use crate::jail::sys::{self, own};
 use crate::trace::{EventKind, FileOp, NetOp, SysResult};
@@ -404,9 +404,9 @@ impl Tracer {
             .as_ref()
             .map(|b| b.as_raw_fd())
             .unwrap_or(libc::AT_FDCWD);
-        let r = if c.nr == libc::SYS_openat2 {
+        let openat2 = |flags: i32, resolve: u64| {
             // struct open_how { u64 flags, mode, resolve }
-            let how: [u64; 3] = [our_flags as u64, mode as u64, resolve];
+            let how: [u64; 3] = [flags as u64, mode as u64, resolve];
             // SAFETY: valid C string and open_how layout for the call.
             res(unsafe {
                 libc::syscall(
@@ -417,9 +417,44 @@ impl Tracer {
                     24usize,
                 )
             })
+        };
+        // A clean absolute path opened without following a symlink is the file's path: no
+        // read-back from the fd (a readlink per open). If a symlink is on the way (ELOOP), the
+        // open is done again as asked and the path read back.
+        let mut known = base.is_none() && open_replay::names_itself(&path);
+        let r = if c.nr == libc::SYS_openat2 {
+            let first = if known && resolve & open_replay::RESOLVE_NO_SYMLINKS == 0 {
+                openat2(our_flags, resolve | open_replay::RESOLVE_NO_SYMLINKS)
+            } else {
+                Err(libc::ELOOP)
+            };
+            match first {
+                Err(libc::ELOOP) => {
+                    known = known && resolve & open_replay::RESOLVE_NO_SYMLINKS != 0;
+                    openat2(our_flags, resolve)
+                }
+                r => r,
+            }
         } else {
-            // SAFETY: valid C string.
-            res(unsafe { libc::syscall(libc::SYS_openat, dfd, cpath.as_ptr(), our_flags, mode) })
+            let first = if known {
+                // openat2 refuses flag bits legacy openat drops: drop them as it does.
+                openat2(
+                    our_flags & open_replay::KERNEL_OPEN_FLAGS,
+                    open_replay::RESOLVE_NO_SYMLINKS,
+                )
+            } else {
+                Err(libc::ELOOP)
+            };
+            match first {
+                Err(libc::ELOOP) => {
+                    known = false;
+                    // SAFETY: valid C string.
+                    res(unsafe {
+                        libc::syscall(libc::SYS_openat, dfd, cpath.as_ptr(), our_flags, mode)
+                    })
+                }
+                r => r,
+            }
         };
         match r {
             Err(e) => {
@@ -434,7 +469,11 @@ impl Tracer {
                 let mut st: libc::stat = unsafe { std::mem::zeroed() };
                 // SAFETY: st is a valid out-pointer.
                 unsafe { libc::fstat(fd.as_raw_fd(), &mut st) };
-                let actual = self.fd_path(fd.as_raw_fd()).unwrap_or_else(|| lossy(&path));
+                let actual = if known {
+                    lossy(&path)
+                } else {
+                    self.fd_path(fd.as_raw_fd()).unwrap_or_else(|| lossy(&path))
+                };
                 // A FIFO's open blocks by design, and an O_PATH fd cannot be handed over (the
                 // kernel's ADDFD refuses O_PATH files with EBADF): let the kernel do these. An
                 // O_PATH fd gives no access to content; opens relative to it are replayed.
