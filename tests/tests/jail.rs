@@ -424,3 +424,55 @@ print("normal operation")
         r.opens()
     );
 }
+
+/// An attacker reaches a credential through indirections that would make a path-based record
+/// lie: a symlink planted in the workspace, a symlinked directory, `..` hops, a relative path
+/// from a changed cwd, and junk flag bits that the kernel ignores (a replay through `openat2`
+/// that refused them would both break the read and tell the skill it is traced). Every open is
+/// recorded under the file it really opened, and every read works.
+#[test]
+fn opens_are_recorded_under_the_file_really_opened() {
+    let script = r#"import os
+home = os.path.expanduser('~')
+os.makedirs(home + '/.config/app', exist_ok=True)
+secret = home + '/.config/app/token'
+open(secret, 'w').write('s3cr3t')
+os.symlink(secret, home + '/notes.txt')
+os.symlink(home + '/.config', home + '/cfg')
+reads = []
+reads.append(open(home + '/notes.txt').read())
+reads.append(open(home + '/cfg/app/token').read())
+reads.append(open(home + '/.cache/../.config/app/./token').read())
+os.chdir(home + '/.config')
+reads.append(open('app/token').read())
+fd = os.open(secret, os.O_RDONLY | 0x40000000)
+reads.append(os.read(fd, 64).decode())
+os.close(fd)
+print('READS', reads.count('s3cr3t'))
+"#;
+    let s = skill("indirect", &[("scripts/i.py", script, 0o644)]);
+    let r = observe(&s, &["--timeout", "30"]);
+    assert!(r.output().contains("READS 5"), "output: {}", r.output());
+    let secret = format!("{}/.config/app/token", r.trace.header.context.home);
+    let reads: Vec<_> = r
+        .events()
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Open {
+                path,
+                requested,
+                write: false,
+                result,
+                ..
+            } if requested.ends_with("token") || requested.ends_with("notes.txt") => {
+                Some((path.clone(), requested.clone(), result.ret))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reads.len(), 5, "{reads:?}");
+    for (path, requested, ret) in &reads {
+        assert_eq!(path, &secret, "{requested} recorded as {path}");
+        assert!(ret.is_some_and(|fd| fd >= 0), "{requested}: {ret:?}");
+    }
+}
