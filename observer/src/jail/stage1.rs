@@ -42,19 +42,51 @@ fn pipe() -> (OwnedFd, OwnedFd) {
     (sys::own(fds[0]), sys::own(fds[1]))
 }
 
+/// What a freshly started jail process does with its command line
+/// (`STAGE1_ARG build-id supervisor-exe [handed-over]`).
+#[derive(Debug, PartialEq, Eq)]
+enum Launch<'a> {
+    /// Same build as the supervisor: run.
+    Run,
+    /// A helper from another build: run the supervisor's binary in our place.
+    HandOver(&'a std::ffi::OsStr),
+    Fail(&'static str),
+}
+
+const HANDED_OVER: &str = "handed-over";
+
+fn launch<'a>(args: &'a [std::ffi::OsString], build_id: &str) -> Launch<'a> {
+    use std::os::unix::ffi::OsStrExt;
+    if args.get(2).map(|a| a.as_bytes()) == Some(build_id.as_bytes()) {
+        return Launch::Run;
+    }
+    if args.len() > 4 {
+        // Handed over already and still foreign: the supervisor's binary was replaced on disk
+        // after it started. Handing over again would loop.
+        return Launch::Fail("observe's binary changed on disk during the run");
+    }
+    match args.get(3) {
+        Some(exe) => Launch::HandOver(exe),
+        None => Launch::Fail("started without the supervisor's build id"),
+    }
+}
+
 /// Runs the supervisor's own binary in our place (same pid, fds and arguments) when this binary
 /// is a helper from another build than the supervisor's.
 fn hand_over_if_foreign() {
     use std::os::unix::ffi::OsStrExt;
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args.get(2).map(|a| a.as_bytes()) == Some(BUILD_ID.as_bytes()) {
-        return;
-    }
-    let Some(exe) = args.get(3) else {
-        fatal("started without the supervisor's build id")
+    let exe = match launch(&args, BUILD_ID) {
+        Launch::Run => return,
+        Launch::Fail(why) => fatal(why),
+        Launch::HandOver(exe) => exe,
     };
     let c = |a: &std::ffi::OsStr| std::ffi::CString::new(a.as_bytes()).ok();
-    let argv: Option<Vec<std::ffi::CString>> = args.iter().map(|a| c(a)).collect();
+    let argv: Option<Vec<std::ffi::CString>> = args
+        .iter()
+        .map(|a| c(a))
+        .chain([c(HANDED_OVER.as_ref())])
+        .collect();
     let (Some(path), Some(mut argv)) = (c(exe), argv) else {
         fatal("bad arguments")
     };
@@ -222,5 +254,44 @@ fn report_disk_use(dir: Option<&str>, disk_bytes: u64) {
         })
         .unwrap_or_default();
         let _ = write_all_fd(FD_EVENTS, format!("{line}\n").as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    fn args(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_same_build_runs() {
+        let a = args(&["observe-jail", STAGE1_ARG, "id-1", "/bin/observe"]);
+        assert_eq!(launch(&a, "id-1"), Launch::Run);
+    }
+
+    #[test]
+    fn a_foreign_helper_hands_over_once() {
+        let a = args(&["observe-jail", STAGE1_ARG, "id-1", "/bin/observe"]);
+        assert_eq!(
+            launch(&a, "id-2"),
+            Launch::HandOver("/bin/observe".as_ref())
+        );
+        let again = args(&["observe", STAGE1_ARG, "id-1", "/bin/observe", HANDED_OVER]);
+        assert!(matches!(launch(&again, "id-3"), Launch::Fail(_)));
+    }
+
+    #[test]
+    fn missing_arguments_fail() {
+        assert!(matches!(
+            launch(&args(&["observe-jail", STAGE1_ARG]), "id"),
+            Launch::Fail(_)
+        ));
+        assert!(matches!(
+            launch(&args(&["observe-jail", STAGE1_ARG, "other"]), "id"),
+            Launch::Fail(_)
+        ));
     }
 }
