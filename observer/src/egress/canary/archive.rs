@@ -1,6 +1,7 @@
 //! Decompressors and archive walkers, each bounded by an output cap. Partial output (a truncated
 //! or corrupt stream) is still returned: what decoded before the error is evidence too.
 
+use super::classify::flag;
 use std::io::{BufReader, Read, Write};
 
 /// Output of one decompression attempt.
@@ -127,8 +128,9 @@ impl Codec {
 /// Where compressed streams (by magic number) start, at most `max` per codec, and whether a
 /// zip local header occurs. One `memchr3` pass over bytes that are rare in text (0x1f starts
 /// gzip, 0xfd starts xz and ends zstd's magic, 0x03 is inside zip's `PK\3\4`), plus a
-/// substring search for bzip2's block magic.
-pub fn magic_offsets(data: &[u8], max: usize) -> (Vec<(Codec, usize)>, bool) {
+/// substring search for bzip2's block magic; each skipped when `seen` (from the survey pass)
+/// says the buffer has none of the bytes it needs.
+pub fn magic_offsets(data: &[u8], max: usize, seen: u8) -> (Vec<(Codec, usize)>, bool) {
     let mut out = Vec::new();
     let mut counts = [0usize; 4];
     let mut zip = false;
@@ -139,7 +141,9 @@ pub fn magic_offsets(data: &[u8], max: usize) -> (Vec<(Codec, usize)>, bool) {
         }
     };
     let at_is = |at: usize, magic: &[u8]| data.get(at..at + magic.len()) == Some(magic);
-    for i in memchr::memchr3_iter(0x1f, 0xfd, 0x03, data) {
+    let any = |bytes: &[u8]| bytes.iter().any(|&b| seen & flag(b) != 0);
+    let starts = if any(&[0x1f, 0xfd, 0x03]) { data } else { &[] };
+    for i in memchr::memchr3_iter(0x1f, 0xfd, 0x03, starts) {
         match data[i] {
             0x1f if at_is(i, &[0x1f, 0x8b, 0x08]) => push(&mut out, 0, Codec::Gzip, i),
             0xfd if at_is(i, &[0xfd, b'7', b'z', b'X', b'Z', 0x00]) => {
@@ -152,7 +156,8 @@ pub fn magic_offsets(data: &[u8], max: usize) -> (Vec<(Codec, usize)>, bool) {
             _ => {}
         }
     }
-    for i in memchr::memmem::find_iter(data, &[0x41, 0x59, 0x26, 0x53, 0x59]) {
+    let blocks = if any(b"&") { data } else { &[] };
+    for i in memchr::memmem::find_iter(blocks, &[0x41, 0x59, 0x26, 0x53, 0x59]) {
         // "BZh" + level + "1AY&SY"
         if i >= 5
             && data[i - 5..i - 2] == *b"BZh"

@@ -1,7 +1,9 @@
 //! The recursive decoder: searches a buffer, peels every layer it recognises, searches again.
 
 use super::archive::{self, Codec};
+use super::classify;
 use super::decode;
+use super::runs;
 use super::{CanaryIndex, Hit, LimitHit, ScanReport, MIN_NEEDLE_LEN};
 use std::collections::BTreeSet;
 
@@ -96,7 +98,9 @@ impl<'a> Explorer<'a> {
         }
         let l = self.idx.limits.clone();
 
-        let (magics, has_zip) = archive::magic_offsets(data, 8);
+        // One pass finds the encoded runs and tells which rare bytes occur at all.
+        let survey = runs::survey(data, l.max_runs);
+        let (magics, has_zip) = archive::magic_offsets(data, 8, survey.seen);
         for &(codec, off) in &magics {
             self.decompress(codec, &data[off..], depth);
         }
@@ -125,7 +129,11 @@ impl<'a> Explorer<'a> {
             });
         }
 
-        let (runs, dropped) = decode::find_runs(data, l.max_runs);
+        let runs::Survey {
+            runs,
+            dropped,
+            seen,
+        } = survey;
         if dropped {
             self.limit(format!(
                 "more than {} encoded runs; the rest were not decoded",
@@ -134,7 +142,7 @@ impl<'a> Explorer<'a> {
         }
         for r in &runs.b64 {
             let run = &data[r.clone()];
-            if !decode::plausible_b64(run)
+            if !runs::plausible_b64(run)
                 || r.len() == data.len()
                     && depth > 0
                     && self.chain.last().is_some_and(|c| c == "base64")
@@ -153,7 +161,7 @@ impl<'a> Explorer<'a> {
         }
         for r in &runs.b32 {
             let run = &data[r.clone()];
-            if decode::plausible_b32(run) {
+            if runs::plausible_b32(run) {
                 let out = decode::b32_decode(run);
                 self.with_layer("base32", |s| s.explore(&out, depth + 1, true));
             }
@@ -171,18 +179,8 @@ impl<'a> Explorer<'a> {
 
         if self.text_transforms < l.max_text_transforms && !decode::looks_binary(data) {
             self.text_transforms += 1;
-            // One pass tells which escape characters occur at all.
-            let (mut pct, mut bs, mut eq) = (false, false, false);
-            for i in memchr::memchr3_iter(b'%', b'\\', b'=', data) {
-                match data[i] {
-                    b'%' => pct = true,
-                    b'\\' => bs = true,
-                    _ => eq = true,
-                }
-                if pct && bs && eq {
-                    break;
-                }
-            }
+            let has = |b: u8| seen & classify::flag(b) != 0;
+            let (pct, bs, eq) = (has(b'%'), has(b'\\'), has(b'='));
             if let Some(out) = pct.then(|| decode::url_decode(data)).flatten() {
                 self.with_layer("url", |s| s.explore(&out, depth + 1, false));
             }

@@ -14,11 +14,13 @@
 //! data and decoded garbage, and no planted credential is that short.
 
 mod archive;
+mod classify;
 mod decode;
 mod explore;
 mod patterns;
 mod prefilter;
 pub mod reassemble;
+mod runs;
 
 use explore::Explorer;
 use prefilter::GramIndex;

@@ -25,8 +25,11 @@ struct Entry {
     off: u32,
 }
 
+/// Words of the bitmap; a fixed size so a slot's word index needs no bounds check.
+const FILTER_WORDS: usize = 1 << (FILTER_BITS - 6);
+
 pub(super) struct GramIndex {
-    bits: Vec<u64>,
+    bits: Box<[u64; FILTER_WORDS]>,
     /// 4-gram → patterns holding it at offset 0..=3.
     table: HashMap<u32, Vec<Entry>, BuildMul>,
     patterns: Vec<Vec<u8>>,
@@ -70,7 +73,7 @@ fn slot(x: u32) -> usize {
 impl GramIndex {
     /// Patterns shorter than 7 bytes could miss their aligned block; the caller never passes one.
     pub(super) fn new(patterns: Vec<Vec<u8>>) -> Self {
-        let mut bits = vec![0u64; (1usize << FILTER_BITS) / 64];
+        let mut bits = Box::new([0u64; FILTER_WORDS]);
         let mut table: HashMap<u32, Vec<Entry>, BuildMul> = HashMap::default();
         for (id, p) in patterns.iter().enumerate() {
             debug_assert!(p.len() >= 7);
@@ -98,24 +101,30 @@ impl GramIndex {
     /// Calls `found` with the id of every pattern occurrence in `data` (overlapping ones
     /// included; a pattern occurring twice is reported twice).
     pub(super) fn find_all(&self, data: &[u8], mut found: impl FnMut(usize)) {
-        for (i, c) in data.chunks_exact(4).enumerate() {
-            let g = gram(c);
+        // The loop stays small enough to keep everything in registers; the rare blocks that
+        // pass the bitmap are handled out of line.
+        let (blocks, _) = data.as_chunks::<4>();
+        for (i, b) in blocks.iter().enumerate() {
+            let g = u32::from_le_bytes(*b);
             let s = slot(g);
-            if self.bits[s / 64] & (1 << (s % 64)) == 0 {
-                continue;
+            if self.bits[s / 64] & (1 << (s % 64)) != 0 {
+                self.candidates(data, i * 4, g, &mut found);
             }
-            let Some(entries) = self.table.get(&g) else {
+        }
+    }
+
+    #[inline(never)]
+    fn candidates(&self, data: &[u8], a: usize, g: u32, found: &mut impl FnMut(usize)) {
+        let Some(entries) = self.table.get(&g) else {
+            return;
+        };
+        for e in entries {
+            let Some(start) = a.checked_sub(e.off as usize) else {
                 continue;
             };
-            let a = i * 4;
-            for e in entries {
-                let Some(start) = a.checked_sub(e.off as usize) else {
-                    continue;
-                };
-                let p = &self.patterns[e.pattern as usize];
-                if data.get(start..start + p.len()) == Some(p.as_slice()) {
-                    found(e.pattern as usize);
-                }
+            let p = &self.patterns[e.pattern as usize];
+            if data.get(start..start + p.len()) == Some(p.as_slice()) {
+                found(e.pattern as usize);
             }
         }
     }
