@@ -24,6 +24,31 @@ PY_OPENS='import os
 for i in range(20000):
     os.close(os.open("/etc/hostname", os.O_RDONLY))'
 
+# Other work on a shared 2-core machine makes the load drift within a minute, so every command
+# of a comparison runs in short alternating rounds instead of one long block each; the rounds'
+# times are pooled into "$OUT/NAME.json" (hyperfine's layout: results[i].mean/median/times).
+ROUNDS=${ROUNDS:-5}
+paired() {
+  local name=$1; shift
+  local per=$(( (RUNS + ROUNDS - 1) / ROUNDS ))
+  for r in $(seq "$ROUNDS"); do
+    hyperfine -N -w 1 -r "$per" --export-json "$OUT/$name-$r.json" "$@" >/dev/null
+  done
+  python3 - "$OUT" "$name" "$ROUNDS" <<'PY'
+import json, statistics, sys
+out, name, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+times = None
+for r in range(1, rounds + 1):
+    res = json.load(open(f"{out}/{name}-{r}.json"))["results"]
+    times = times or [[] for _ in res]
+    for i, x in enumerate(res):
+        times[i] += x["times"]
+json.dump({"results": [{"mean": statistics.mean(t), "median": statistics.median(t),
+                        "min": min(t), "times": t} for t in times]},
+          open(f"{out}/{name}.json", "w"))
+PY
+}
+
 mean() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['results'][int(sys.argv[2])]['mean'])" "$1" "$2"; }
 ratio() { python3 -c "import sys; print(f'{float(sys.argv[1])/float(sys.argv[2]):.2f}x')" "$1" "$2"; }
 ms() { python3 -c "import sys; print(f'{float(sys.argv[1])*1000:.1f} ms')" "$1"; }
@@ -32,12 +57,12 @@ echo "== (a) start-to-exit of /bin/true"
 # `--bare`: the jail alone (namespaces, tmpfs root with the system binds, landlock, seccomp,
 # rlimits, the per-run cgroup), as bwrap is a jail alone; the last row adds the full image with
 # its planted credentials and egress capture.
-hyperfine -N -w 3 -r "$RUNS" --export-json "$OUT/a.json" \
+paired a \
   "/bin/true" \
   "$BWRAP /bin/true" \
   "$OBS jail-exec --bare --untraced -q -- /bin/true" \
   "$OBS jail-exec --bare -q -- /bin/true" \
-  "$OBS jail-exec -q -- /bin/true" >/dev/null
+  "$OBS jail-exec -q -- /bin/true"
 a0=$(mean "$OUT/a.json" 0); a1=$(mean "$OUT/a.json" 1); a2=$(mean "$OUT/a.json" 2); a3=$(mean "$OUT/a.json" 3); a4=$(mean "$OUT/a.json" 4)
 echo "fork+exec $(ms "$a0") | bwrap $(ms "$a1") | observe jail, untraced $(ms "$a2") | observe jail, traced $(ms "$a3") | traced with full image + egress $(ms "$a4")"
 echo "jail(untraced)/bwrap = $(ratio "$a2" "$a1"); jail(traced)/bwrap = $(ratio "$a3" "$a1"); jail(untraced)/fork+exec = $(ratio "$a2" "$a0")"
@@ -46,12 +71,12 @@ for w in import opens; do
   if [ $w = import ]; then code=$PY_IMPORT; else code=$PY_OPENS; fi
   printf '%s\n' "$code" > "$OUT/$w.py"
   echo "== (b) tracer overhead: $w"
-  hyperfine -N -w 2 -r "$RUNS" --export-json "$OUT/b-$w.json" \
+  paired "b-$w" \
     "$OBS jail-exec --bare --untraced -q -- python3 -c '$code'" \
     "$OBS jail-exec --bare -q -- python3 -c '$code'" \
     "strace -f -qq -o /dev/null /usr/bin/python3 $OUT/$w.py" \
     "strace -f -qq --seccomp-bpf -e trace=open,openat,execve,connect,unlink -o /dev/null /usr/bin/python3 $OUT/$w.py" \
-    "/usr/bin/python3 $OUT/$w.py" >/dev/null
+    "/usr/bin/python3 $OUT/$w.py"
   u=$(mean "$OUT/b-$w.json" 0); t=$(mean "$OUT/b-$w.json" 1); s1=$(mean "$OUT/b-$w.json" 2); s2=$(mean "$OUT/b-$w.json" 3); h=$(mean "$OUT/b-$w.json" 4)
   echo "untraced jail $(ms "$u") | traced jail $(ms "$t") | strace -f $(ms "$s1") | strace -f --seccomp-bpf $(ms "$s2") | host $(ms "$h")"
   echo "traced/untraced = $(ratio "$t" "$u"); strace -f/host = $(ratio "$s1" "$h"); strace --seccomp-bpf/host = $(ratio "$s2" "$h")"

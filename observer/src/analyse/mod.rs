@@ -267,6 +267,19 @@ pub fn analyse(
         complete = false;
         reasons.push("duplicate event sequence numbers".into());
     }
+    // The tracer could not make a process read the virtual clock: a delayed payload in it may
+    // not have fired (tracer/lazyclock.rs).
+    for n in profile
+        .notes
+        .iter()
+        .filter(|n| n.note == "clock_unvirtualized")
+    {
+        complete = false;
+        reasons.push(format!(
+            "a process kept the real clock while time was fast-forwarded: {}",
+            n.detail
+        ));
+    }
     if let Some(why) = plan.as_ref().and_then(|p| p.incomplete_reason()) {
         complete = false;
         reasons.push(why);

@@ -13,10 +13,12 @@
 //! See docs/architecture.md for the measurements behind this choice.
 
 pub mod clock;
+mod lazyclock;
 mod notify;
 mod open_replay;
 mod ptrace;
 mod timewarp;
+pub mod vdso;
 
 use crate::jail::spec::JailSpec;
 use crate::jail::sys::{self, write_all_fd};
@@ -86,6 +88,8 @@ pub struct Tracer {
     untraced: bool,
     out_buf: std::cell::RefCell<Vec<u8>>,
     time: timewarp::TimeState,
+    /// ptrace statuses reaped out of turn (while switching the clock), handled first.
+    deferred_stops: Vec<(i32, i32)>,
 }
 
 impl Tracer {
@@ -99,6 +103,7 @@ impl Tracer {
     ) -> Self {
         let mut time = timewarp::TimeState::default();
         time.clock.wall_offset_ns = spec.clock_offset_ns;
+        time.lazy = lazyclock::LazyClock::new(spec.clock_offset_ns != 0);
         let mut tasks = HashMap::new();
         tasks.insert(
             init_pid,
@@ -130,6 +135,7 @@ impl Tracer {
             untraced: false,
             out_buf: std::cell::RefCell::new(Vec::with_capacity(OUT_BATCH + 4096)),
             time,
+            deferred_stops: Vec::new(),
         }
     }
 
@@ -446,13 +452,14 @@ impl Tracer {
         self.info("tracer", "ready");
         let mut sigchld = true;
         loop {
-            if sigchld {
+            if sigchld || !self.deferred_stops.is_empty() {
                 self.ptrace_drain();
                 sigchld = false;
             }
             if let Some(l) = self.listener.as_ref().map(|l| l.as_raw_fd()) {
                 self.wake_due(l);
             }
+            self.watch_for_spinning();
             if self.init_exited && self.ctl_eof {
                 break;
             }

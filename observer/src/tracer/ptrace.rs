@@ -37,7 +37,7 @@ fn event_msg(pid: i32) -> u64 {
     m
 }
 
-fn regs(pid: i32) -> Option<libc::user_regs_struct> {
+pub(super) fn regs(pid: i32) -> Option<libc::user_regs_struct> {
     // SAFETY: zeroed registers are a valid out-buffer.
     let mut r: libc::user_regs_struct = unsafe { std::mem::zeroed() };
     // SAFETY: r is a valid out-pointer.
@@ -87,6 +87,12 @@ fn arch_name(arch: u32) -> String {
 
 impl Tracer {
     pub(super) fn ptrace_drain(&mut self) {
+        // Stops reaped while the clock was being switched come first, in the order reaped.
+        while !self.deferred_stops.is_empty() {
+            for (pid, st) in std::mem::take(&mut self.deferred_stops) {
+                self.on_status(pid, st);
+            }
+        }
         loop {
             let mut st = 0;
             // SAFETY: st is a valid out-pointer.
@@ -94,11 +100,15 @@ impl Tracer {
             if pid <= 0 {
                 return;
             }
-            if libc::WIFSTOPPED(st) {
-                self.on_stop(pid, st);
-            } else if libc::WIFEXITED(st) || libc::WIFSIGNALED(st) {
-                self.on_exit(pid, st);
-            }
+            self.on_status(pid, st);
+        }
+    }
+
+    fn on_status(&mut self, pid: i32, st: i32) {
+        if libc::WIFSTOPPED(st) {
+            self.on_stop(pid, st);
+        } else if libc::WIFEXITED(st) || libc::WIFSIGNALED(st) {
+            self.on_exit(pid, st);
         }
     }
 
@@ -167,6 +177,7 @@ impl Tracer {
             self.emit(ptgid, kind);
         } else {
             self.emit(pid, kind);
+            self.switch_new_process(pid);
         }
     }
 
@@ -309,7 +320,7 @@ impl Tracer {
         } else {
             (SysResult::errno((-ret) as i32), None)
         };
-        if result.is_ok() {
+        if result.is_ok() && self.time.lazy.virtual_reads {
             disable_vdso(pid);
         }
         let shim = result.is_ok() && self.spec.shims.contains(&p.path);

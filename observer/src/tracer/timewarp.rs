@@ -13,6 +13,8 @@ use std::os::fd::RawFd;
 pub(super) struct HeldSleep {
     pub due_ns: u64,
     pub id: u64,
+    /// The sleeping task: blocked in the kernel until answered.
+    pub tid: i32,
     pub skip_ns: u64,
 }
 
@@ -187,6 +189,7 @@ impl Tracer {
         self.time.held.push(HeldSleep {
             due_ns: sys::monotonic_ns() + plan.real_ns,
             id: c.id,
+            tid: c.tid,
             skip_ns: plan.skip_ns,
         });
         if plan.skip_ns > 0 {
@@ -216,6 +219,10 @@ impl Tracer {
         let (due, rest): (Vec<HeldSleep>, Vec<HeldSleep>) =
             self.time.held.drain(..).partition(|h| h.due_ns <= now);
         self.time.held = rest;
+        if due.iter().any(|h| h.skip_ns > 0) {
+            let parked: Vec<i32> = due.iter().map(|h| h.tid).collect();
+            self.virtualize_clock_reads("a sleep was fast-forwarded", &parked);
+        }
         for h in due {
             // A task killed while it slept has no answer to take (and skips nothing).
             if sys::notif_respond(listener, h.id, Ok(0)).is_ok() {
@@ -227,6 +234,9 @@ impl Tracer {
     /// Sets the wall-clock offset for a step (`--clock-offset` plus the step's dated pass).
     pub(super) fn set_step_offset(&mut self, step_offset_ns: i64) {
         self.time.clock.wall_offset_ns = self.spec.clock_offset_ns.saturating_add(step_offset_ns);
+        if self.time.clock.wall_offset_ns != 0 {
+            self.virtualize_clock_reads("the date was moved", &[]);
+        }
     }
 
     /// At the `SECCOMP_RET_TRACE` stop of a timed wait: shortens a long timeout (the rest is
@@ -362,6 +372,7 @@ impl Tracer {
         let waited = sys::monotonic_ns().saturating_sub(w.started_ns);
         let skip = w.asked_ns.saturating_sub(waited);
         if skip > 0 {
+            self.virtualize_clock_reads("a timed wait was fast-forwarded", &[pid]);
             self.time.clock.skip(skip);
             let name = crate::jail::filter::syscall_name(w.nr);
             self.note_skip(pid, name, skip);
@@ -388,4 +399,5 @@ pub(super) struct TimeState {
     pub clock_reads: std::collections::HashMap<Option<u32>, u64>,
     pub waits: std::collections::HashMap<i32, PendingWait>,
     pub skips_noted: u32,
+    pub lazy: super::lazyclock::LazyClock,
 }

@@ -287,3 +287,36 @@ fn hostile_strings_do_not_break_the_analyser() {
     assert!(r.score <= 100);
     let _ = crate::report::summary(&r);
 }
+
+#[test]
+fn a_process_left_on_the_real_clock_makes_the_run_incomplete() {
+    let mut t = benign();
+    t.ev(
+        10,
+        Some(1),
+        EventKind::TracerNote {
+            note: "virtual_clock".into(),
+            detail: "a sleep was fast-forwarded: …".into(),
+        },
+    );
+    let r = judge(&t.clone().done(), &none());
+    assert!(r.run.complete, "{:?}", r.run.incomplete_reasons);
+    t.ev(
+        10,
+        Some(1),
+        EventKind::TracerNote {
+            note: "clock_unvirtualized".into(),
+            detail: "thread 12 could not be stopped outside a clock entry".into(),
+        },
+    );
+    let r = judge(&t.done(), &none());
+    assert_eq!(r.verdict, Verdict::Incomplete);
+    assert!(
+        r.run
+            .incomplete_reasons
+            .iter()
+            .any(|x| x.contains("real clock") && x.contains("thread 12")),
+        "{:?}",
+        r.run.incomplete_reasons
+    );
+}

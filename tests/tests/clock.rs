@@ -1,0 +1,119 @@
+//! End-to-end tests of the switch from the vDSO to the virtual clock (tracer/lazyclock.rs),
+//! written as the delayed payloads that must still fire: a process that read the clock before
+//! anything was fast-forwarded, a thread reading the clock as fast as it can while the switch
+//! happens, and a deadline loop that never sleeps.
+
+use e2e_tests::{observe, skill, Run};
+use observer::trace::EventKind;
+use std::time::Duration;
+
+/// The numbers after `prefix` on the first output line that starts with it.
+fn numbers(r: &Run, prefix: &str) -> Vec<i64> {
+    let out = r.output();
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no {prefix:?} line in {out}"));
+    line.split_whitespace()
+        .filter_map(|n| n.parse().ok())
+        .collect()
+}
+
+fn notes(r: &Run, name: &str) -> Vec<String> {
+    r.events()
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::TracerNote { note, detail } if note == name => Some(detail.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The parent reads both clocks through the vDSO before its child's sleep is fast-forwarded;
+/// a second thread reads them in a tight loop the whole time, so the switch meets threads
+/// inside the clock code. The parent must see the ten minutes pass, and nothing may crash.
+const WAITS_FOR_CHILD: &str = r#"import subprocess, threading, time
+t0, w0 = time.monotonic(), time.time()
+stop = False
+reads = [0]
+def hammer():
+    last = time.monotonic()
+    while not stop:
+        now = time.monotonic()
+        time.time()
+        if now < last:
+            print("monotonic went backwards", last, now)
+        last = now
+        reads[0] += 1
+th = threading.Thread(target=hammer)
+th.start()
+subprocess.run(["sleep", "600"], check=True)
+stop = True
+th.join()
+print("elapsed %d %d reads %d" % (time.monotonic() - t0, time.time() - w0, reads[0]))
+"#;
+
+#[test]
+fn a_process_that_read_the_clock_before_the_first_skip_sees_the_skipped_time() {
+    let s = skill(
+        "backup-later",
+        &[("scripts/later.py", WAITS_FOR_CHILD, 0o644)],
+    );
+    let r = observe(&s, &["--timeout", "60", "--no-baseline"]);
+    assert!(r.elapsed < Duration::from_secs(60), "took {:?}", r.elapsed);
+    let out = r.output();
+    assert!(!out.contains("went backwards"), "{out}");
+    let n = numbers(&r, "elapsed");
+    assert_eq!(n.len(), 3, "{out}");
+    for secs in &n[..2] {
+        assert!((600..=615).contains(secs), "clock moved {secs} s: {out}");
+    }
+    assert!(n[2] > 1000, "the clock thread hardly ran: {out}");
+    assert!(
+        !notes(&r, "virtual_clock").is_empty(),
+        "no switch recorded\n{out}"
+    );
+    assert!(notes(&r, "clock_unvirtualized").is_empty(), "{out}");
+    let (complete, reasons) = r.run_end();
+    assert!(complete, "{reasons:?}");
+}
+
+/// A deadline loop that never sleeps: only the CPU it burns can tell the tracer to take over
+/// the clock, after which the busy-wait acceleration ends it.
+const SPINS: &str = r#"import time
+end = time.time() + 600
+n = 0
+while time.time() < end:
+    n += 1
+print("spun %d" % n)
+"#;
+
+#[test]
+fn a_deadline_loop_that_never_sleeps_ends_inside_the_budget() {
+    let s = skill("cache-warm", &[("scripts/warm.py", SPINS, 0o644)]);
+    let r = observe(&s, &["--timeout", "60", "--no-baseline"]);
+    assert!(r.elapsed < Duration::from_secs(60), "took {:?}", r.elapsed);
+    let out = r.output();
+    assert_eq!(numbers(&r, "spun").len(), 1, "{out}");
+    assert!(
+        notes(&r, "virtual_clock")
+            .iter()
+            .any(|d| d.contains("spun")),
+        "{:?}\n{out}",
+        notes(&r, "virtual_clock")
+    );
+    let (complete, reasons) = r.run_end();
+    assert!(complete, "{reasons:?}");
+}
+
+/// Nothing is fast-forwarded (a short sleep is slept for real): no switch happens.
+#[test]
+fn a_run_that_never_skips_time_keeps_the_vdso() {
+    let script = "import time\nt = time.monotonic()\nfor _ in range(100000):\n    time.monotonic()\ntime.sleep(0.2)\nprint('ok %d' % int((time.monotonic() - t) * 1000))\n";
+    let s = skill("quick-check", &[("scripts/check.py", script, 0o644)]);
+    let r = observe(&s, &["--timeout", "60", "--no-baseline"]);
+    let out = r.output();
+    let ms = numbers(&r, "ok");
+    assert!(ms.len() == 1 && (200..5000).contains(&ms[0]), "{out}");
+    assert!(notes(&r, "virtual_clock").is_empty(), "{out}");
+}
