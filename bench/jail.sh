@@ -4,6 +4,7 @@
 #   (b) tracer overhead: import-heavy Python and a 20,000-open loop, traced vs the same jail
 #       untraced, vs strace -f and strace -f --seccomp-bpf (unpinned)
 #   (c) the whole `observe` on a no-op skill
+# RUNS (default 30) runs per command, in ROUNDS (default 5) alternating rounds.
 # Needs: hyperfine, bubblewrap, strace (apt-get install -y hyperfine bubblewrap strace).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,9 +51,11 @@ PY
 }
 
 mean() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['results'][int(sys.argv[2])]['mean'])" "$1" "$2"; }
+median() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['results'][int(sys.argv[2])]['median'])" "$1" "$2"; }
 ratio() { python3 -c "import sys; print(f'{float(sys.argv[1])/float(sys.argv[2]):.2f}x')" "$1" "$2"; }
 ms() { python3 -c "import sys; print(f'{float(sys.argv[1])*1000:.1f} ms')" "$1"; }
 
+if [ -z "${WORKLOADS:-}" ]; then
 echo "== (a) start-to-exit of /bin/true"
 # `--bare`: the jail alone (namespaces, tmpfs root with the system binds, landlock, seccomp,
 # rlimits, the per-run cgroup), as bwrap is a jail alone; the last row adds the full image with
@@ -66,8 +69,9 @@ paired a \
 a0=$(mean "$OUT/a.json" 0); a1=$(mean "$OUT/a.json" 1); a2=$(mean "$OUT/a.json" 2); a3=$(mean "$OUT/a.json" 3); a4=$(mean "$OUT/a.json" 4)
 echo "fork+exec $(ms "$a0") | bwrap $(ms "$a1") | observe jail, untraced $(ms "$a2") | observe jail, traced $(ms "$a3") | traced with full image + egress $(ms "$a4")"
 echo "jail(untraced)/bwrap = $(ratio "$a2" "$a1"); jail(traced)/bwrap = $(ratio "$a3" "$a1"); jail(untraced)/fork+exec = $(ratio "$a2" "$a0")"
+fi
 
-for w in import opens; do
+for w in ${WORKLOADS:-import opens}; do
   if [ $w = import ]; then code=$PY_IMPORT; else code=$PY_OPENS; fi
   printf '%s\n' "$code" > "$OUT/$w.py"
   echo "== (b) tracer overhead: $w"
@@ -80,8 +84,12 @@ for w in import opens; do
   u=$(mean "$OUT/b-$w.json" 0); t=$(mean "$OUT/b-$w.json" 1); s1=$(mean "$OUT/b-$w.json" 2); s2=$(mean "$OUT/b-$w.json" 3); h=$(mean "$OUT/b-$w.json" 4)
   echo "untraced jail $(ms "$u") | traced jail $(ms "$t") | strace -f $(ms "$s1") | strace -f --seccomp-bpf $(ms "$s2") | host $(ms "$h")"
   echo "traced/untraced = $(ratio "$t" "$u"); strace -f/host = $(ratio "$s1" "$h"); strace --seccomp-bpf/host = $(ratio "$s2" "$h")"
+  um=$(median "$OUT/b-$w.json" 0); tm=$(median "$OUT/b-$w.json" 1)
+  echo "medians: untraced jail $(ms "$um") | traced jail $(ms "$tm") | traced/untraced = $(ratio "$tm" "$um")"
 done
 
+# WORKLOADS=import (or opens) runs just that part of (b).
+[ -n "${WORKLOADS:-}" ] && exit 0
 echo "== (c) whole observe on a no-op skill"
 noop=$(mktemp -d); mkdir -p "$noop/noop/scripts"
 printf -- '---\nname: noop\ndescription: does nothing\n---\nRun scripts/noop.sh.\n' > "$noop/noop/SKILL.md"

@@ -117,3 +117,45 @@ fn a_run_that_never_skips_time_keeps_the_vdso() {
     assert!(ms.len() == 1 && (200..5000).contains(&ms[0]), "{out}");
     assert!(notes(&r, "virtual_clock").is_empty(), "{out}");
 }
+
+/// Twenty processes read the clock in tight loops (and stat a file) while one sleeps ten
+/// minutes: every one of them is switched in the same pass and sees the skipped time.
+const CROWD: &str = r#"#!/bin/sh
+mkdir -p ~/.cache/ready && rm -f ~/.cache/go ~/.cache/ready/*
+for i in $(seq 20); do
+  python3 -c '
+import os, time
+t0 = time.monotonic()
+open(os.path.expanduser("~/.cache/ready/%d" % os.getpid()), "w").close()
+go = os.path.expanduser("~/.cache/go")
+while not os.path.exists(go):
+    time.monotonic()
+print("proc elapsed %d" % (time.monotonic() - t0))
+' &
+done
+while [ "$(ls ~/.cache/ready | wc -l)" -lt 20 ]; do sleep 0.1; done
+sleep 600
+touch ~/.cache/go
+wait
+"#;
+
+#[test]
+fn twenty_processes_reading_the_clock_are_switched_together() {
+    let s = skill("crowd-sync", &[("scripts/crowd.sh", CROWD, 0o755)]);
+    let r = observe(&s, &["--timeout", "90", "--no-baseline"]);
+    let out = r.output();
+    let elapsed: Vec<i64> = out
+        .lines()
+        .filter(|l| l.starts_with("proc elapsed"))
+        .filter_map(|l| l.split_whitespace().last()?.parse().ok())
+        .collect();
+    // The script may run more than once (the plan can repeat a step); each run has twenty.
+    assert!(!elapsed.is_empty() && elapsed.len().is_multiple_of(20), "{out}");
+    assert!(
+        elapsed.iter().all(|&e| (600..700).contains(&e)),
+        "{elapsed:?}"
+    );
+    assert!(notes(&r, "clock_unvirtualized").is_empty(), "{out}");
+    let (complete, reasons) = r.run_end();
+    assert!(complete, "{reasons:?}");
+}

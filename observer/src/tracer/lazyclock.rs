@@ -76,6 +76,18 @@ pub(super) enum SwitchError {
     Unsafe(i32),
 }
 
+/// A process whose vDSO still holds the kernel's clock code.
+struct Unpatched {
+    tgid: i32,
+    base: u64,
+    mem: std::fs::File,
+    /// Its threads that were asked to stop.
+    tids: Vec<i32>,
+}
+
+/// A stopped thread: its process, its id, its wait status.
+type Stopped = (i32, i32, i32);
+
 impl Tracer {
     /// From now on every clock read of the jail reaches the tracer. `parked`: tasks known to be
     /// blocked in the kernel waiting on the tracer (not to be stopped: they could not stop).
@@ -94,14 +106,41 @@ impl Tracer {
             .map(|(&p, _)| p)
             .collect();
         leaders.sort_unstable();
-        let mut switched = 0;
+        let mut procs = Vec::new();
         for tgid in leaders {
-            match self.switch_process(tgid, &parked, false) {
-                Ok(true) => switched += 1,
-                Ok(false) => {}
+            match self.unpatched(tgid) {
+                Ok(Some(mut u)) => {
+                    u.tids = self.threads_of(tgid, &parked);
+                    procs.push(u);
+                }
+                Ok(None) => {}
                 Err(e) => self.clock_unvirtualized(tgid, &e),
             }
         }
+        // Every thread of every process is stopped at once, under one deadline for the whole
+        // jail: a thousand processes with a thread that cannot stop cost 100 ms, not 100 s.
+        let mut others = Vec::new();
+        let (mut mine, late) = stop_all(&procs, &mut others);
+        let plan = self.time.lazy.plan.clone();
+        let mut switched = 0;
+        for u in &procs {
+            let windows = vdso::windows(u.base, &plan);
+            let checked = self.check_threads(u, &windows, &mut mine, &late);
+            let written = checked.and_then(|()| {
+                for p in &plan {
+                    u.mem.write_all_at(&p.stub, u.base + p.off)?;
+                }
+                Ok(())
+            });
+            match written {
+                Ok(()) => switched += 1,
+                Err(e) => self.clock_unvirtualized(u.tgid, &e),
+            }
+        }
+        // The stops taken here are handled as if the main loop had reaped them.
+        self.deferred_stops.extend(others);
+        self.deferred_stops
+            .extend(mine.into_iter().map(|(_, tid, st)| (tid, st)));
         self.emit(
             self.init_pid,
             EventKind::TracerNote {
@@ -130,25 +169,27 @@ impl Tracer {
         if !self.time.lazy.virtual_reads || self.time.lazy.plan.is_empty() || pid == self.init_pid {
             return;
         }
-        if let Err(e) = self.switch_process(pid, &HashSet::new(), true) {
+        let r = self.unpatched(pid).and_then(|u| {
+            if let Some(u) = u {
+                for p in &self.time.lazy.plan {
+                    u.mem.write_all_at(&p.stub, u.base + p.off)?;
+                }
+            }
+            Ok(())
+        });
+        if let Err(e) = r {
             self.clock_unvirtualized(pid, &e);
         }
     }
 
-    /// Writes the stubs into one process. `stopped`: the process is a single task already in a
-    /// ptrace stop. Returns whether anything was written.
-    fn switch_process(
-        &mut self,
-        tgid: i32,
-        parked: &HashSet<i32>,
-        stopped: bool,
-    ) -> Result<bool, SwitchError> {
+    /// The process's vDSO, opened for writing, if it still holds the kernel's clock code.
+    fn unpatched(&self, tgid: i32) -> Result<Option<Unpatched>, SwitchError> {
         let proc_fd = self.host_proc.as_raw_fd();
         let Ok(maps) = sys::read_at(proc_fd, &format!("{tgid}/maps")) else {
-            return Ok(false); // gone
+            return Ok(None); // gone
         };
         let Some(range) = vdso::vdso_range(&String::from_utf8_lossy(&maps)) else {
-            return Ok(false); // no vDSO mapped (or unmapped by the program): nothing reads it
+            return Ok(None); // no vDSO mapped (or unmapped by the program): nothing reads it
         };
         let mem = std::fs::File::from(sys::inspect(|| {
             sys::open_at(
@@ -159,97 +200,65 @@ impl Tracer {
         })?);
         let mut img = vec![0u8; (range.end - range.start) as usize];
         mem.read_exact_at(&mut img, range.start)?;
-        let plan = self.time.lazy.plan.clone();
-        match vdso::state(&img, &self.time.lazy.original, &plan) {
-            vdso::State::Patched => return Ok(false),
-            vdso::State::Foreign => return Err(SwitchError::Foreign),
-            vdso::State::Original => {}
+        match vdso::state(&img, &self.time.lazy.original, &self.time.lazy.plan) {
+            vdso::State::Patched => Ok(None),
+            vdso::State::Foreign => Err(SwitchError::Foreign),
+            vdso::State::Original => Ok(Some(Unpatched {
+                tgid,
+                base: range.start,
+                mem,
+                tids: Vec::new(),
+            })),
         }
-        let windows = vdso::windows(range.start, &plan);
-        let mut stops: Vec<(i32, i32)> = Vec::new();
-        let result = (|| {
-            if !stopped {
-                self.stop_threads(tgid, parked, &windows, &mut stops)?;
-            }
-            for p in &plan {
-                mem.write_all_at(&p.stub, range.start + p.off)?;
-            }
-            Ok(true)
-        })();
-        // The stops taken here are handled as if the main loop had reaped them.
-        self.deferred_stops.extend(stops);
-        result
     }
 
-    /// Stops every thread of `tgid` that is not parked, and moves any thread caught inside an
-    /// entry window past it. Stops reaped on the way (ours and others') land in `stops`.
-    fn stop_threads(
-        &mut self,
-        tgid: i32,
-        parked: &HashSet<i32>,
-        windows: &[std::ops::Range<u64>],
-        stops: &mut Vec<(i32, i32)>,
-    ) -> Result<(), SwitchError> {
-        let proc_fd = self.host_proc.as_raw_fd();
+    /// The threads of `tgid` that are not parked.
+    fn threads_of(&self, tgid: i32, parked: &HashSet<i32>) -> Vec<i32> {
         let dir = sys::open_at(
-            proc_fd,
+            self.host_proc.as_raw_fd(),
             &format!("{tgid}/task"),
             libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )?;
-        let mut dir = nix::dir::Dir::from_fd(std::os::fd::IntoRawFd::into_raw_fd(dir))
-            .map_err(std::io::Error::from)?;
-        let tids: Vec<i32> = dir
-            .iter()
+        );
+        let Ok(mut dir) = dir.and_then(|d| {
+            nix::dir::Dir::from_fd(std::os::fd::IntoRawFd::into_raw_fd(d))
+                .map_err(std::io::Error::from)
+        }) else {
+            return Vec::new();
+        };
+        dir.iter()
             .filter_map(|e| e.ok()?.file_name().to_str().ok()?.parse().ok())
             .filter(|t| !parked.contains(t))
-            .collect();
-        let mut waiting: HashSet<i32> = HashSet::new();
-        for &tid in &tids {
-            // SAFETY: PTRACE_INTERRUPT on our own tracee; ESRCH (gone) is fine.
-            if unsafe { libc::ptrace(libc::PTRACE_INTERRUPT, tid, 0, 0) } == 0 {
-                waiting.insert(tid);
+            .collect()
+    }
+
+    /// Whether the stubs can be written under `u`'s threads: each stopped one is outside the
+    /// entry windows (single-stepped out if need be), each one that did not stop is blocked in
+    /// a system call.
+    fn check_threads(
+        &self,
+        u: &Unpatched,
+        windows: &[std::ops::Range<u64>],
+        mine: &mut [Stopped],
+        late: &[(i32, i32)],
+    ) -> Result<(), SwitchError> {
+        for &(_, tid) in late.iter().filter(|(g, _)| *g == u.tgid) {
+            let text = sys::read_at(
+                self.host_proc.as_raw_fd(),
+                &format!("{}/task/{tid}/syscall", u.tgid),
+            )
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+            // Empty: the thread is gone.
+            if !text.is_empty() && !vdso::blocked_in_syscall(&text) {
+                return Err(SwitchError::Unsafe(tid));
             }
         }
-        let mut mine: Vec<(i32, i32)> = Vec::new();
-        let deadline = sys::monotonic_ns() + STOP_WAIT_NS;
-        while !waiting.is_empty() && sys::monotonic_ns() < deadline {
-            let mut st = 0;
-            // SAFETY: st is a valid out-pointer.
-            let pid = unsafe { libc::waitpid(-1, &mut st, libc::WNOHANG | libc::__WALL) };
-            if pid > 0 {
-                if waiting.remove(&pid) {
-                    mine.push((pid, st));
-                } else {
-                    stops.push((pid, st));
-                }
-                continue;
-            }
-            if pid < 0 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_micros(50));
-        }
-        // A thread that did not stop is blocked in the kernel (a running or runnable one stops
-        // within microseconds): its user-mode address is a syscall's return, unless proven not.
-        let mut unsafe_tid = None;
-        for &tid in &waiting {
-            let text = sys::read_at(proc_fd, &format!("{tgid}/task/{tid}/syscall"))
-                .map(|b| String::from_utf8_lossy(&b).into_owned())
-                .unwrap_or_default();
-            if !vdso::blocked_in_syscall(&text) && !text.is_empty() {
-                unsafe_tid = Some(tid);
-            }
-        }
-        for (tid, st) in &mut mine {
+        for (_, tid, st) in mine.iter_mut().filter(|(g, _, _)| *g == u.tgid) {
             if libc::WIFSTOPPED(*st) && !step_out_of(*tid, st, windows) {
-                unsafe_tid = Some(*tid);
+                return Err(SwitchError::Unsafe(*tid));
             }
         }
-        stops.extend(mine);
-        match unsafe_tid {
-            Some(t) => Err(SwitchError::Unsafe(t)),
-            None => Ok(()),
-        }
+        Ok(())
     }
 
     /// Notices a process spinning while the clock is real (a busy-wait on a deadline never
@@ -281,6 +290,41 @@ impl Tracer {
             self.virtualize_clock_reads(&format!("process {p} spun for a second"), &[]);
         }
     }
+}
+
+/// Interrupts every listed thread and collects their stops until all have stopped or the
+/// deadline passes. Returns the stops of listed threads and the threads that did not stop;
+/// stops of other tasks reaped meanwhile go to `others`.
+fn stop_all(procs: &[Unpatched], others: &mut Vec<(i32, i32)>) -> (Vec<Stopped>, Vec<(i32, i32)>) {
+    let mut waiting: std::collections::HashMap<i32, i32> = std::collections::HashMap::new();
+    for u in procs {
+        for &tid in &u.tids {
+            // SAFETY: PTRACE_INTERRUPT on our own tracee; ESRCH (gone) is fine.
+            if unsafe { libc::ptrace(libc::PTRACE_INTERRUPT, tid, 0, 0) } == 0 {
+                waiting.insert(tid, u.tgid);
+            }
+        }
+    }
+    let mut mine = Vec::new();
+    let deadline = sys::monotonic_ns() + STOP_WAIT_NS;
+    while !waiting.is_empty() && sys::monotonic_ns() < deadline {
+        let mut st = 0;
+        // SAFETY: st is a valid out-pointer.
+        let pid = unsafe { libc::waitpid(-1, &mut st, libc::WNOHANG | libc::__WALL) };
+        if pid > 0 {
+            match waiting.remove(&pid) {
+                Some(tgid) => mine.push((tgid, pid, st)),
+                None => others.push((pid, st)),
+            }
+            continue;
+        }
+        if pid < 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(50));
+    }
+    let late = waiting.into_iter().map(|(tid, tgid)| (tgid, tid)).collect();
+    (mine, late)
 }
 
 /// Single-steps a stopped thread out of an entry window (at most a few instructions: a
