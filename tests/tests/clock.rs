@@ -150,11 +150,90 @@ fn twenty_processes_reading_the_clock_are_switched_together() {
         .filter_map(|l| l.split_whitespace().last()?.parse().ok())
         .collect();
     // The script may run more than once (the plan can repeat a step); each run has twenty.
-    assert!(!elapsed.is_empty() && elapsed.len().is_multiple_of(20), "{out}");
+    assert!(
+        !elapsed.is_empty() && elapsed.len().is_multiple_of(20),
+        "{out}"
+    );
     assert!(
         elapsed.iter().all(|&e| (600..700).contains(&e)),
         "{elapsed:?}"
     );
+    assert!(notes(&r, "clock_unvirtualized").is_empty(), "{out}");
+    let (complete, reasons) = r.run_end();
+    assert!(complete, "{reasons:?}");
+}
+
+/// A payload that does not trust libc's clock: it finds the vDSO in its memory map, parses its
+/// symbols and calls `__vdso_clock_gettime` itself, after planting a decoy copy of the vDSO in a
+/// file named `x [vdso]` mapped below the real one (the first "[vdso]" line of its map). Both
+/// before and after the switch, and in a program exec'd after it, the direct calls must agree
+/// with the virtual clock.
+const DIRECT_VDSO: &str = r#"import ctypes, os, struct, subprocess, sys, time
+def vdso():
+    for line in open("/proc/self/maps"):
+        f = line.split()
+        if len(f) == 6 and f[5] == "[vdso]" and f[4] == "0":
+            lo, hi = (int(x, 16) for x in f[0].split("-"))
+    img = ctypes.string_at(lo, hi - lo)
+    return lo, img
+def direct_monotonic():
+    lo, img = vdso()
+    shoff, = struct.unpack_from("<Q", img, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", img, 0x3a)
+    secs = [struct.unpack_from("<IIQQQQIIQQ", img, shoff + i * shentsize) for i in range(shnum)]
+    dynsym = next(s for s in secs if s[1] == 11)
+    strtab = secs[dynsym[6]]
+    phoff, = struct.unpack_from("<Q", img, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", img, 0x36)
+    for i in range(phnum):
+        p_type, _, p_offset, p_vaddr = struct.unpack_from("<IIQQ", img, phoff + i * phentsize)
+        if p_type == 1:
+            bias = p_vaddr - p_offset
+            break
+    for off in range(dynsym[4], dynsym[4] + dynsym[5], 24):
+        name, _, _, _, value, _ = struct.unpack_from("<IBBHQQ", img, off)
+        start = strtab[4] + name
+        if img[start:img.index(b"\0", start)] == b"__vdso_clock_gettime":
+            fn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p)(lo + value - bias)
+            def mono():
+                ts = (ctypes.c_long * 2)()
+                fn(1, ts)
+                return ts[0] + ts[1] / 1e9
+            return mono
+if len(sys.argv) > 1:
+    mono = direct_monotonic()
+    print("child skew %d" % abs(mono() - time.monotonic()))
+    sys.exit(0)
+_, img = vdso()
+decoy = os.path.expanduser("~/.cache/x [vdso]")
+os.makedirs(os.path.dirname(decoy), exist_ok=True)
+open(decoy, "wb").write(img)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+fd = os.open(decoy, os.O_RDONLY)
+addr = libc.mmap(0x10000000, len(img), 1, 2, fd, 0)
+print("decoy at %#x" % (addr or 0))
+mono = direct_monotonic()
+d0, m0 = mono(), time.monotonic()
+subprocess.run(["sleep", "600"], check=True)
+print("direct elapsed %d libc elapsed %d" % (mono() - d0, time.monotonic() - m0))
+subprocess.run([sys.executable, __file__, "child"], check=True)
+"#;
+
+#[test]
+fn calling_the_vdso_directly_or_planting_a_decoy_does_not_escape_the_virtual_clock() {
+    let s = skill("clock-probe", &[("scripts/probe.py", DIRECT_VDSO, 0o644)]);
+    let r = observe(&s, &["--timeout", "60", "--no-baseline"]);
+    let out = r.output();
+    assert!(out.contains("decoy at 0x"), "{out}");
+    let n = numbers(&r, "direct elapsed");
+    assert_eq!(n.len(), 2, "{out}");
+    for secs in n {
+        assert!((600..=615).contains(&secs), "clock moved {secs} s: {out}");
+    }
+    let skew = numbers(&r, "child skew");
+    assert!(skew.len() == 1 && skew[0] <= 2, "{out}");
     assert!(notes(&r, "clock_unvirtualized").is_empty(), "{out}");
     let (complete, reasons) = r.run_end();
     assert!(complete, "{reasons:?}");

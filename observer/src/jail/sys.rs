@@ -128,6 +128,44 @@ pub fn write_mem(pid: i32, addr: u64, buf: &[u8]) -> io::Result<()> {
     }
 }
 
+/// Writes `buf` at `addr` in the memory of `tid`, a tracee of ours in a ptrace stop, through
+/// `PTRACE_PEEKDATA`/`POKEDATA`: read-only pages (code) included, as a debugger sets a
+/// breakpoint, and without the ownership checks `/proc/<pid>/mem` makes.
+pub fn poke_mem(tid: i32, addr: u64, buf: &[u8]) -> io::Result<()> {
+    let end = addr
+        .checked_add(buf.len() as u64)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::EFAULT))?;
+    let mut word = addr & !7;
+    while word < end {
+        // SAFETY: PEEKDATA returns the word; errno tells a failure from a word of -1.
+        let old = unsafe {
+            *libc::__errno_location() = 0;
+            libc::ptrace(libc::PTRACE_PEEKDATA, tid, word, 0)
+        };
+        if old == -1 && last_err().raw_os_error().unwrap_or(0) != 0 {
+            return Err(last_err());
+        }
+        let mut bytes = old.to_ne_bytes();
+        for (i, b) in bytes.iter_mut().enumerate() {
+            let a = word + i as u64;
+            if (addr..end).contains(&a) {
+                *b = buf[(a - addr) as usize];
+            }
+        }
+        // SAFETY: POKEDATA writes one word into our stopped tracee.
+        cvt(unsafe {
+            libc::ptrace(
+                libc::PTRACE_POKEDATA,
+                tid,
+                word,
+                libc::c_long::from_ne_bytes(bytes),
+            )
+        })?;
+        word += 8;
+    }
+    Ok(())
+}
+
 /// Reads a NUL-terminated string of at most `max` bytes. Reads page by page so a string that
 /// ends just before an unmapped page is still read.
 pub fn read_cstring(pid: i32, addr: u64, max: usize) -> io::Result<Vec<u8>> {

@@ -48,21 +48,19 @@ pub(super) fn regs(pid: i32) -> Option<libc::user_regs_struct> {
 /// Hides the vDSO from the new program: its auxiliary vector entry `AT_SYSINFO_EHDR` becomes
 /// `AT_IGNORE`, so libc (and Go's runtime) make real clock syscalls, which the virtual clock
 /// answers. Called at the exec's syscall exit, when the stack is exactly as the kernel built it:
-/// argc, argv, NULL, envp, NULL, then the auxv pairs.
-fn disable_vdso(pid: i32) {
+/// argc, argv, NULL, envp, NULL, then the auxv pairs. Returns the vDSO's address.
+fn disable_vdso(pid: i32) -> Option<u64> {
     const AT_NULL: u64 = 0;
     const AT_IGNORE: u64 = 1;
     const AT_SYSINFO_EHDR: u64 = 33;
-    let Some(r) = regs(pid) else { return };
+    let r = regs(pid)?;
     let mut buf = vec![0u8; 64 * 1024];
-    let Ok(n) = sys::read_mem(pid, r.rsp, &mut buf) else {
-        return;
-    };
+    let n = sys::read_mem(pid, r.rsp, &mut buf).ok()?;
     let words: Vec<u64> = buf[..n - n % 8]
         .chunks_exact(8)
         .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
         .collect();
-    let Some(&argc) = words.first() else { return };
+    let &argc = words.first()?;
     let mut i = (argc as usize).saturating_add(2);
     while i < words.len() && words[i] != 0 {
         i += 1;
@@ -71,10 +69,11 @@ fn disable_vdso(pid: i32) {
     while i + 1 < words.len() && words[i] != AT_NULL {
         if words[i] == AT_SYSINFO_EHDR {
             let _ = sys::write_mem(pid, r.rsp + 8 * i as u64, &AT_IGNORE.to_ne_bytes());
-            return;
+            return Some(words[i + 1]);
         }
         i += 2;
     }
+    None
 }
 
 fn arch_name(arch: u32) -> String {
@@ -87,13 +86,15 @@ fn arch_name(arch: u32) -> String {
 
 impl Tracer {
     pub(super) fn ptrace_drain(&mut self) {
-        // Stops reaped while the clock was being switched come first, in the order reaped.
-        while !self.deferred_stops.is_empty() {
-            for (pid, st) in std::mem::take(&mut self.deferred_stops) {
-                self.on_status(pid, st);
-            }
-        }
         loop {
+            // Stops reaped while the clock was being switched (which can start inside a handler
+            // below) come before anything reaped later, in the order reaped.
+            if !self.deferred_stops.is_empty() {
+                for (pid, st) in std::mem::take(&mut self.deferred_stops) {
+                    self.on_status(pid, st);
+                }
+                continue;
+            }
             let mut st = 0;
             // SAFETY: st is a valid out-pointer.
             let pid = unsafe { libc::waitpid(-1, &mut st, libc::WNOHANG | libc::__WALL) };
@@ -177,7 +178,6 @@ impl Tracer {
             self.emit(ptgid, kind);
         } else {
             self.emit(pid, kind);
-            self.switch_new_process(pid);
         }
     }
 
@@ -217,6 +217,7 @@ impl Tracer {
                 let t = self.task_mut(pid);
                 if !t.started {
                     t.started = true;
+                    self.first_stop(pid);
                     cont(pid, 0);
                 } else if matches!(
                     sig,
@@ -245,11 +246,24 @@ impl Tracer {
                 let t = self.task_mut(pid);
                 if !t.started {
                     t.started = true;
+                    self.first_stop(pid);
                 }
                 let inject = self.on_signal(pid, sig);
                 cont(pid, inject);
             }
             _ => cont(pid, 0),
+        }
+    }
+
+    /// A new process's first stop: it has not run yet, so a fork that raced with the clock
+    /// switch can get the stubs now.
+    fn first_stop(&mut self, pid: i32) {
+        let parent = match self.tasks.get(&pid) {
+            Some(t) if t.tgid == pid => t.ppid,
+            _ => None,
+        };
+        if let Some(parent) = parent {
+            self.switch_new_process(pid, parent);
         }
     }
 
@@ -321,7 +335,8 @@ impl Tracer {
             (SysResult::errno((-ret) as i32), None)
         };
         if result.is_ok() && self.time.lazy.virtual_reads {
-            disable_vdso(pid);
+            let base = disable_vdso(pid);
+            self.switch_exec(pid, base);
         }
         let shim = result.is_ok() && self.spec.shims.contains(&p.path);
         let (program, argv) = (p.path.clone(), p.argv.clone());

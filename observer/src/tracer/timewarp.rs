@@ -106,6 +106,8 @@ impl Tracer {
         *reads += 1;
         let adv = clock::busy_advance(*reads, &POLICY);
         if adv > 0 {
+            // A program reading the clock by syscall moves it; vDSO readers must follow.
+            self.virtualize_clock_reads("a process busy-waited on the clock", &[tid]);
             self.time.clock.skip(adv);
         }
         Ok(real + self.time.clock.offset(clk).unwrap_or(0))
@@ -216,13 +218,17 @@ impl Tracer {
             return;
         }
         let now = sys::monotonic_ns();
+        if self
+            .time
+            .held
+            .iter()
+            .any(|h| h.due_ns <= now && h.skip_ns > 0)
+        {
+            self.virtualize_clock_reads("a sleep was fast-forwarded", &[]);
+        }
         let (due, rest): (Vec<HeldSleep>, Vec<HeldSleep>) =
             self.time.held.drain(..).partition(|h| h.due_ns <= now);
         self.time.held = rest;
-        if due.iter().any(|h| h.skip_ns > 0) {
-            let parked: Vec<i32> = due.iter().map(|h| h.tid).collect();
-            self.virtualize_clock_reads("a sleep was fast-forwarded", &parked);
-        }
         for h in due {
             // A task killed while it slept has no answer to take (and skips nothing).
             if sys::notif_respond(listener, h.id, Ok(0)).is_ok() {

@@ -25,6 +25,8 @@ pub enum VdsoError {
     NoClockGettime,
     #[error("the entry of {0} is too short to hold a stub")]
     TooShort(&'static str),
+    #[error("the memory map shows more than one [vdso]")]
+    Ambiguous,
 }
 
 /// `endbr64`: kept in place when an entry starts with it (indirect-branch tracking).
@@ -150,7 +152,9 @@ fn load_bias(img: &[u8]) -> Result<u64, VdsoError> {
             .and_then(|o| o.checked_add(phoff))
             .ok_or(VdsoError::Bounds("program header"))?;
         if u32_at(img, p)? == 1 {
-            return Ok(u64_at(img, p + 16)?.wrapping_sub(u64_at(img, p + 8)?));
+            let vaddr = u64_at(img, p.checked_add(16).ok_or(VdsoError::Bounds("phdr"))?)?;
+            let offset = u64_at(img, p.checked_add(8).ok_or(VdsoError::Bounds("phdr"))?)?;
+            return Ok(vaddr.wrapping_sub(offset));
         }
     }
     Err(VdsoError::Bounds("no PT_LOAD"))
@@ -191,12 +195,14 @@ pub fn plan(img: &[u8]) -> Result<Vec<Patch>, VdsoError> {
         };
         let entry = sym.value.wrapping_sub(bias);
         let e = usize::try_from(entry).map_err(|_| VdsoError::Bounds("entry"))?;
-        let skip = if img.get(e..e + 4) == Some(&ENDBR64[..]) {
+        let skip = if img.get(e..e.saturating_add(4)) == Some(&ENDBR64[..]) {
             4
         } else {
             0
         };
-        let end = e + skip + STUB_LEN;
+        let end = e
+            .checked_add(skip + STUB_LEN)
+            .ok_or(VdsoError::Bounds("entry"))?;
         if end > img.len() {
             return Err(VdsoError::Bounds("entry"));
         }
@@ -263,23 +269,65 @@ pub fn in_window(rip: u64, windows: &[Range<u64>]) -> bool {
     windows.iter().any(|w| w.contains(&rip))
 }
 
-/// The `[vdso]` mapping in a `/proc/<pid>/maps` text.
-pub fn vdso_range(maps: &str) -> Option<Range<u64>> {
-    let line = maps.lines().find(|l| l.trim_end().ends_with("[vdso]"))?;
-    let (lo, hi) = line.split_whitespace().next()?.split_once('-')?;
-    let lo = u64::from_str_radix(lo, 16).ok()?;
-    let hi = u64::from_str_radix(hi, 16).ok()?;
-    (lo < hi && hi - lo <= 1 << 20).then_some(lo..hi)
+/// The address range, inode and pathname of one `/proc/<pid>/maps` line (the pathname may hold
+/// spaces; the five fields before it never do).
+fn maps_fields(line: &str) -> Option<(&str, &str, &str)> {
+    let mut rest = line;
+    let mut fields = [""; 5];
+    for f in fields.iter_mut() {
+        rest = rest.trim_start();
+        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        if end == 0 {
+            return None;
+        }
+        *f = &rest[..end];
+        rest = &rest[end..];
+    }
+    Some((fields[0], fields[4], rest.trim()))
 }
 
-/// Whether `/proc/<tid>/syscall` shows a thread blocked inside a system call (its user-mode
-/// instruction pointer is then the call's return address, outside any vDSO entry window),
-/// rather than `running` or preempted in user mode (`-1 …`).
-pub fn blocked_in_syscall(text: &str) -> bool {
-    text.split_whitespace()
-        .next()
-        .and_then(|n| n.parse::<i64>().ok())
-        .is_some_and(|n| n >= 0)
+/// The kernel's `[vdso]` mapping in a `/proc/<pid>/maps` text: the line whose pathname is
+/// exactly `[vdso]` with inode 0 (a file the program names `x [vdso]` shows its absolute path,
+/// a named anonymous mapping shows `[anon:…]`). More than one such line is refused.
+pub fn vdso_range(maps: &str) -> Result<Option<Range<u64>>, VdsoError> {
+    let mut found = None;
+    for line in maps.lines() {
+        let Some((range, inode, path)) = maps_fields(line) else {
+            continue;
+        };
+        if path != "[vdso]" || inode != "0" {
+            continue;
+        }
+        let r = range.split_once('-').and_then(|(lo, hi)| {
+            let lo = u64::from_str_radix(lo, 16).ok()?;
+            let hi = u64::from_str_radix(hi, 16).ok()?;
+            (lo < hi && hi - lo <= 1 << 20).then_some(lo..hi)
+        });
+        let Some(r) = r else {
+            return Err(VdsoError::Ambiguous);
+        };
+        if found.replace(r).is_some() {
+            return Err(VdsoError::Ambiguous);
+        }
+    }
+    Ok(found)
+}
+
+/// The user-mode instruction pointer a thread will resume at, from `/proc/<tid>/syscall`
+/// (`nr args… sp pc` when blocked in a call, `-1 sp pc` when stopped elsewhere); `None` when
+/// it is `running` (on a CPU in the kernel) or unreadable.
+pub fn saved_pc(text: &str) -> Option<u64> {
+    let f: Vec<&str> = text.split_whitespace().collect();
+    if f.len() < 3 {
+        return None;
+    }
+    f.first()?.parse::<i64>().ok()?;
+    u64::from_str_radix(f.last()?.trim_start_matches("0x"), 16).ok()
+}
+
+/// The state letter of a `/proc/<pid>/stat` text (`R`, `S`, `Z`, …).
+pub fn stat_state(stat: &str) -> Option<char> {
+    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
 }
 
 /// User plus system CPU time, in clock ticks, from a `/proc/<pid>/stat` text.
@@ -298,7 +346,9 @@ mod tests {
     /// This process's own vDSO (the same image every process on this kernel gets).
     fn own_vdso() -> Vec<u8> {
         let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
-        let r = vdso_range(&maps).expect("a [vdso] mapping");
+        let r = vdso_range(&maps)
+            .expect("one [vdso]")
+            .expect("a [vdso] mapping");
         let f = std::fs::File::open("/proc/self/mem").expect("mem");
         let mut img = vec![0u8; (r.end - r.start) as usize];
         std::os::unix::fs::FileExt::read_exact_at(&f, &mut img, r.start).expect("read vdso");
@@ -363,14 +413,33 @@ mod tests {
     fn maps_syscall_and_stat_texts_parse() {
         let maps = "55d0-55d1 r--p 00000000 00:1f 12 /usr/bin/python3\n\
                     7ffd1000-7ffd3000 r-xp 00000000 00:00 0                          [vdso]\n";
-        assert_eq!(vdso_range(maps), Some(0x7ffd1000..0x7ffd3000));
-        assert_eq!(vdso_range("7ffd1000-7ffd3000 r--p 0 0:0 0 [vvar]\n"), None);
-        assert!(blocked_in_syscall(
-            "230 0x1 0x0 0x7ffc 0x0 0x0 0x0 0x7ffc 0x7f12"
-        ));
-        assert!(!blocked_in_syscall("-1 0x7ffc 0x7f12"));
-        assert!(!blocked_in_syscall("running"));
-        assert!(!blocked_in_syscall(""));
+        assert_eq!(vdso_range(maps), Ok(Some(0x7ffd1000..0x7ffd3000)));
+        assert_eq!(
+            vdso_range("7ffd1000-7ffd3000 r--p 0 0:0 0 [vvar]\n"),
+            Ok(None)
+        );
+        // Decoys: a file whose name ends in "[vdso]" (listed first, at a lower address), a
+        // named anonymous mapping, a file with inode != 0.
+        let decoy = "1000-3000 r-xp 00000000 00:1f 99  /tmp/x [vdso]\n\
+                     4000-6000 r-xp 00000000 00:00 0  [anon:[vdso]]\n\
+                     7000-9000 r-xp 00000000 00:1f 12  [vdso]\n";
+        assert_eq!(
+            vdso_range(&format!("{decoy}{maps}")),
+            Ok(Some(0x7ffd1000..0x7ffd3000))
+        );
+        assert_eq!(vdso_range(decoy), Ok(None));
+        assert_eq!(
+            vdso_range(&format!("{maps}{maps}")),
+            Err(VdsoError::Ambiguous)
+        );
+        assert_eq!(
+            saved_pc("230 0x1 0x0 0x7ffc 0x0 0x0 0x0 0x7ffc 0x7f12"),
+            Some(0x7f12)
+        );
+        assert_eq!(saved_pc("-1 0x7ffc 0x7f12"), Some(0x7f12));
+        assert_eq!(saved_pc("running"), None);
+        assert_eq!(saved_pc(""), None);
+        assert_eq!(stat_state("42 (a) b) Z 1 2"), Some('Z'));
         let stat = "42 (a (b) c) R 1 42 42 0 -1 4194304 100 0 0 0 250 30 0 0 20 0 1 0";
         assert_eq!(cpu_ticks(stat), Some(280));
         assert_eq!(cpu_ticks("42 (x) R 1"), None);
