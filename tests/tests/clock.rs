@@ -3,7 +3,7 @@
 //! anything was fast-forwarded, a thread reading the clock as fast as it can while the switch
 //! happens, and a deadline loop that never sleeps.
 
-use e2e_tests::{observe, skill, Run};
+use e2e_tests::{observe, observe_as, skill, unprivileged_jail_prefix, Run};
 use observer::trace::EventKind;
 use std::time::Duration;
 
@@ -55,11 +55,29 @@ print("elapsed %d %d reads %d" % (time.monotonic() - t0, time.time() - w0, reads
 
 #[test]
 fn a_process_that_read_the_clock_before_the_first_skip_sees_the_skipped_time() {
+    process_started_before_the_skip(None);
+}
+
+/// The same as an unprivileged user (the hosted worker's case): the tracer switches processes
+/// with only the capabilities it holds in the jail's user namespace.
+#[test]
+fn unprivileged_a_process_that_read_the_clock_before_the_first_skip_sees_the_skipped_time() {
+    let prefix = match unprivileged_jail_prefix() {
+        Ok(p) => p,
+        Err(why) => {
+            println!("SKIPPED: {why}");
+            return;
+        }
+    };
+    process_started_before_the_skip(Some(&prefix));
+}
+
+fn process_started_before_the_skip(prefix: Option<&[String]>) {
     let s = skill(
         "backup-later",
         &[("scripts/later.py", WAITS_FOR_CHILD, 0o644)],
     );
-    let r = observe(&s, &["--timeout", "60", "--no-baseline"]);
+    let r = observe_as(&s, &["--timeout", "60", "--no-baseline"], prefix);
     assert!(r.elapsed < Duration::from_secs(60), "took {:?}", r.elapsed);
     let out = r.output();
     assert!(!out.contains("went backwards"), "{out}");
