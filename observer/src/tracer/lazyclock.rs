@@ -194,6 +194,15 @@ impl Tracer {
         }
         let mut switched = 0;
         for (u, v) in procs.iter().zip(verdicts) {
+            // A thread exec'd while we stopped the others: the memory we checked is gone, and
+            // the new program is patched at its exec's exit.
+            let execed = u.tids.iter().any(|t| {
+                mine.get(t)
+                    .is_some_and(|&i| (reaped[i].1 >> 16) & 0xff == libc::PTRACE_EVENT_EXEC)
+            });
+            if execed && v.is_ok() {
+                continue;
+            }
             // Through one of its threads that is in a ptrace stop, if any.
             let via = u
                 .tids
