@@ -256,3 +256,56 @@ fn calling_the_vdso_directly_or_planting_a_decoy_does_not_escape_the_virtual_clo
     let (complete, reasons) = r.run_end();
     assert!(complete, "{reasons:?}");
 }
+
+/// After the switch: a thread execs while the main thread sits in a long `select` (a wait the
+/// tracer shortens and follows to its syscall exit), and another script asks the kernel for a
+/// fresh vDSO (`arch_prctl(ARCH_MAP_VDSO_64)`). The exec is recorded with its result and the
+/// new program runs; the fresh vDSO is refused and recorded.
+const EXEC_DURING_WAIT: &str = r#"import os, select, subprocess, sys, threading, time
+if len(sys.argv) > 1:
+    print("second program ran")
+    sys.exit(0)
+subprocess.run(["sleep", "600"], check=True)
+me = os.path.abspath(__file__)
+def later():
+    time.sleep(0.3)
+    os.execv(sys.executable, [sys.executable, me, "again"])
+threading.Thread(target=later).start()
+r, w = os.pipe()
+select.select([r], [], [], 10)
+"#;
+
+const MAP_VDSO: &str = r#"import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+r = libc.syscall(ctypes.c_long(158), ctypes.c_long(0x2003), ctypes.c_ulong(0x20000000))
+print("map_vdso %d errno %d" % (r, ctypes.get_errno()))
+"#;
+
+#[test]
+fn an_exec_during_a_shortened_wait_is_recorded_and_a_fresh_vdso_is_refused() {
+    let s = skill(
+        "late-exec",
+        &[
+            ("scripts/late.py", EXEC_DURING_WAIT, 0o644),
+            ("scripts/map.py", MAP_VDSO, 0o644),
+        ],
+    );
+    let r = observe(&s, &["--timeout", "60", "--no-baseline"]);
+    let out = r.output();
+    assert!(out.contains("second program ran"), "{out}");
+    assert!(
+        r.execs()
+            .iter()
+            .any(|(_, argv, ok)| *ok && argv.iter().any(|a| a == "again")),
+        "{:?}",
+        r.execs()
+    );
+    assert!(out.contains("map_vdso -1 errno 1"), "{out}");
+    assert!(
+        r.kinds()
+            .any(|k| matches!(k, EventKind::Denied { syscall, .. } if syscall == "arch_prctl")),
+        "no arch_prctl denial recorded"
+    );
+    assert!(notes(&r, "clock_unvirtualized").is_empty(), "{out}");
+}

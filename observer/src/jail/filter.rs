@@ -125,11 +125,19 @@ pub const DENIED: &[i64] = &[
     libc::SYS_uselib,
 ];
 
+/// `arch_prctl(ARCH_MAP_VDSO_X32 / _32 / _64)`: maps a fresh vDSO, one whose clock entries the
+/// tracer has not switched (tracer/lazyclock.rs). Refused and recorded.
+pub const ARCH_MAP_VDSO: std::ops::RangeInclusive<u64> = 0x2001..=0x2003;
+
 /// Calls handled through ptrace (`SECCOMP_RET_TRACE`) so their result is seen at syscall exit.
 pub const TRACED: &[i64] = &[libc::SYS_execve, libc::SYS_execveat];
 
 pub fn classify(nr: i64, arg0: u64) -> Class {
-    if DENIED.contains(&nr) || nr == libc::SYS_unshare || nr == libc::SYS_clone {
+    if DENIED.contains(&nr)
+        || nr == libc::SYS_unshare
+        || nr == libc::SYS_clone
+        || (nr == libc::SYS_arch_prctl && ARCH_MAP_VDSO.contains(&arg0))
+    {
         Class::Deny
     } else if nr == libc::SYS_prctl && arg0 == libc::PR_SET_DUMPABLE as u64 {
         Class::Pretend
@@ -186,6 +194,13 @@ pub fn build(extra_notify: &[i64]) -> Vec<sock_filter> {
         p.push(stmt(RET_K, RET_USER_NOTIF));
         p.push(stmt(RET_K, RET_ALLOW));
     }
+    // arch_prctl(ARCH_MAP_VDSO_*) would map a vDSO with the real clock.
+    p.push(jump(JEQ_K, libc::SYS_arch_prctl as u32, 0, 5));
+    p.push(stmt(LD_W_ABS, off_arg_lo(0)));
+    p.push(jump(JGE_K, *ARCH_MAP_VDSO.start() as u32, 0, 2));
+    p.push(jump(JGE_K, *ARCH_MAP_VDSO.end() as u32 + 1, 1, 0));
+    p.push(stmt(RET_K, RET_USER_NOTIF));
+    p.push(stmt(RET_K, RET_ALLOW));
     // prctl(PR_SET_DUMPABLE, ...) would hide the task's memory from the tracer.
     p.push(jump(JEQ_K, libc::SYS_prctl as u32, 0, 4));
     p.push(stmt(LD_W_ABS, off_arg_lo(0)));
@@ -378,6 +393,7 @@ pub fn syscall_name(nr: i64) -> &'static str {
         libc::SYS_epoll_pwait => "epoll_pwait",
         libc::SYS_epoll_pwait2 => "epoll_pwait2",
         libc::SYS_futex => "futex",
+        libc::SYS_arch_prctl => "arch_prctl",
         _ => "unknown",
     }
 }
@@ -499,6 +515,24 @@ mod tests {
             ),
             RET_USER_NOTIF
         );
+        // arch_prctl: ARCH_MAP_VDSO_* refused, the rest (ARCH_SET_FS, …) allowed.
+        for (opt, want) in [
+            (0x1002u64, RET_ALLOW),
+            (0x2000, RET_ALLOW),
+            (0x2001, RET_USER_NOTIF),
+            (0x2003, RET_USER_NOTIF),
+            (0x2004, RET_ALLOW),
+        ] {
+            assert_eq!(
+                run(&p, x, nr(libc::SYS_arch_prctl), [opt, 0, 0, 0, 0, 0]),
+                want,
+                "{opt:#x}"
+            );
+            assert_eq!(
+                classify(libc::SYS_arch_prctl, opt) == Class::Deny,
+                want == RET_USER_NOTIF
+            );
+        }
         assert!(p.len() < 4096);
     }
 

@@ -34,8 +34,6 @@ pub(super) struct LazyClock {
     pub original: Vec<u8>,
     pub plan: Vec<vdso::Patch>,
     pub next_spin_check_ns: u64,
-    /// The vDSO address of each switched process (a forked child has its parent's).
-    pub bases: HashMap<i32, u64>,
     /// Processes that could not be switched; their forks cannot be either.
     pub failed: HashSet<i32>,
 }
@@ -196,9 +194,11 @@ impl Tracer {
         for (u, v) in procs.iter().zip(verdicts) {
             // A thread exec'd while we stopped the others: the memory we checked is gone, and
             // the new program is patched at its exec's exit.
-            let execed = u.tids.iter().any(|t| {
-                mine.get(t)
-                    .is_some_and(|&i| (reaped[i].1 >> 16) & 0xff == libc::PTRACE_EVENT_EXEC)
+            // (A sibling's exec is reported under the leader's pid, wherever it was reaped.)
+            let execed = reaped.iter().any(|&(pid, st)| {
+                (pid == u.tgid || u.tids.contains(&pid))
+                    && libc::WIFSTOPPED(st)
+                    && (st >> 16) & 0xff == libc::PTRACE_EVENT_EXEC
             });
             if execed && v.is_ok() {
                 continue;
@@ -210,10 +210,7 @@ impl Tracer {
                 .copied()
                 .find(|t| mine.get(t).is_some_and(|&i| libc::WIFSTOPPED(reaped[i].1)));
             match v.and_then(|()| self.write_stubs(u, via)) {
-                Ok(()) => {
-                    switched += 1;
-                    self.time.lazy.bases.insert(u.tgid, u.base);
-                }
+                Ok(()) => switched += 1,
                 Err(e) => self.clock_unvirtualized(u.tgid, &e),
             }
         }
@@ -261,7 +258,18 @@ impl Tracer {
                 Err(e) => return Err(SwitchError::Io("writing the stubs", e)),
             }
         }
-        Ok(())
+        // Read back: what counts is that the process now runs the stubs.
+        let mut img = vec![0u8; self.time.lazy.original.len()];
+        match sys::read_mem(u.tgid, u.base, &mut img) {
+            Ok(n) if n == img.len() => {}
+            Ok(_) => return Err(SwitchError::Foreign),
+            Err(e) if gone(&e) => return Ok(()),
+            Err(e) => return Err(SwitchError::Io("reading the stubs back", e)),
+        }
+        match vdso::state(&img, &self.time.lazy.original, &self.time.lazy.plan) {
+            vdso::State::Patched => Ok(()),
+            _ => Err(SwitchError::Foreign),
+        }
     }
 
     fn clock_unvirtualized(&mut self, tgid: i32, e: &SwitchError) {
@@ -285,9 +293,9 @@ impl Tracer {
             self.clock_unvirtualized(pid, &SwitchError::Parent);
             return;
         }
-        // A fork's vDSO is where its parent's was: no need to read its memory map.
-        let base = self.time.lazy.bases.get(&parent).copied();
-        self.switch_stopped(pid, base);
+        // Its own memory map, not its parent's address: the parent (or a sibling thread of
+        // it) may have moved its vDSO and left a decoy where it was.
+        self.switch_stopped(pid, None);
     }
 
     /// After the switch, a new program (stopped at its exec's syscall exit, one thread) gets
@@ -298,23 +306,23 @@ impl Tracer {
             return;
         }
         self.time.lazy.failed.remove(&pid);
-        self.time.lazy.bases.remove(&pid);
         self.switch_stopped(pid, base);
     }
 
-    /// Patches a single-threaded process that is in a ptrace stop, and remembers its vDSO.
+    /// Patches a single-threaded process that is in a ptrace stop.
     fn switch_stopped(&mut self, pid: i32, base: Option<u64>) {
         let r = self.unpatched(pid, base).and_then(|u| match u {
-            Some(u) => self.write_stubs(&u, Some(pid)).map(|()| Some(u.base)),
-            None => Ok(base),
+            Some(u) => self.write_stubs(&u, Some(pid)),
+            None => Ok(()),
         });
-        match r {
-            Ok(Some(b)) => {
-                self.time.lazy.bases.insert(pid, b);
-            }
-            Ok(None) => {}
-            Err(e) => self.clock_unvirtualized(pid, &e),
+        if let Err(e) = r {
+            self.clock_unvirtualized(pid, &e);
         }
+    }
+
+    /// A process is gone: its pid may come back as another process.
+    pub(super) fn forget_clock_state(&mut self, pid: i32) {
+        self.time.lazy.failed.remove(&pid);
     }
 
     /// The process's vDSO, if it still holds the kernel's clock code.
@@ -484,8 +492,7 @@ fn stop_all(
 }
 
 /// Single-steps a stopped thread out of an entry window (at most a few instructions: a
-/// function prologue). Only from stops a single-step may resume: our interrupt and signal
-/// delivery; a thread in a group-stop or a syscall stop is never inside an entry. Any stop
+/// function prologue), from our interrupt's stop only. Any stop
 /// other than the step's own trap (a signal, an exit, an exec) ends the stepping and replaces
 /// `st`, so it is handled like any other reaped status.
 fn step_out_of(tid: i32, st: &mut i32, windows: &[std::ops::Range<u64>]) -> bool {
@@ -501,15 +508,27 @@ fn step_out_of(tid: i32, st: &mut i32, windows: &[std::ops::Range<u64>]) -> bool
         if outside(tid) {
             return true;
         }
-        if group_stop || (ev != 0 && ev != libc::PTRACE_EVENT_STOP) {
+        // Only from our interrupt's stop: a step from a signal-delivery stop would have to drop
+        // or deliver the signal, and group-stops and syscall stops are never inside an entry.
+        if group_stop || ev != libc::PTRACE_EVENT_STOP {
             return false;
         }
         // SAFETY: single-stepping our own stopped tracee.
-        unsafe { libc::ptrace(libc::PTRACE_SINGLESTEP, tid, 0, 0) };
-        let mut s = 0;
-        // SAFETY: s is a valid out-pointer.
-        if unsafe { libc::waitpid(tid, &mut s, libc::__WALL) } != tid {
+        if unsafe { libc::ptrace(libc::PTRACE_SINGLESTEP, tid, 0, 0) } != 0 {
             return false;
+        }
+        let mut s = 0;
+        let deadline = sys::monotonic_ns() + STOP_WAIT_NS;
+        loop {
+            // SAFETY: s is a valid out-pointer.
+            let r = unsafe { libc::waitpid(tid, &mut s, libc::WNOHANG | libc::__WALL) };
+            if r == tid {
+                break;
+            }
+            if r < 0 || sys::monotonic_ns() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(20));
         }
         if !libc::WIFSTOPPED(s) {
             *st = s;

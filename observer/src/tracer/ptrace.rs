@@ -192,6 +192,10 @@ impl Tracer {
             }
             EV_EXEC => {
                 let former = event_msg(pid) as i32;
+                // A task that was in a shortened wait is gone (or is the exec'ing thread, now in
+                // execve): its wait entry must not claim the exec's syscall-exit stop.
+                self.time.waits.remove(&pid);
+                self.time.waits.remove(&former);
                 if former != pid {
                     // A non-leader thread exec'd: it now carries the leader's pid.
                     if let Some(p) = self.pending_exec.remove(&former) {
@@ -231,7 +235,8 @@ impl Tracer {
                 }
             }
             0 if sig == (libc::SIGTRAP | 0x80) => {
-                if self.time.waits.contains_key(&pid) {
+                let exec_done = self.pending_exec.get(&pid).is_some_and(|p| p.done);
+                if self.time.waits.contains_key(&pid) && !exec_done {
                     if let Some(r) = regs(pid) {
                         self.on_wait_exit(pid, r);
                     } else {
@@ -402,6 +407,9 @@ impl Tracer {
     }
 
     fn on_exit(&mut self, pid: i32, st: i32) {
+        self.time.waits.remove(&pid);
+        self.time.held.retain(|h| h.tid != pid);
+        self.forget_clock_state(pid);
         if let Some(p) = self.pending_exec.remove(&pid) {
             self.emit(
                 pid,
