@@ -259,17 +259,23 @@ impl Tracer {
             }
         }
         // Read back: what counts is that the process now runs the stubs.
+        match self.vdso_state(u.tgid, u.base)? {
+            None | Some(vdso::State::Patched) => Ok(()),
+            Some(_) => Err(SwitchError::Foreign),
+        }
+    }
+
+    /// What the vDSO-sized image at `base` in `tgid` holds; `None` when the process is gone.
+    fn vdso_state(&self, tgid: i32, base: u64) -> Result<Option<vdso::State>, SwitchError> {
         let mut img = vec![0u8; self.time.lazy.original.len()];
-        match sys::read_mem(u.tgid, u.base, &mut img) {
+        match sys::read_mem(tgid, base, &mut img) {
             Ok(n) if n == img.len() => {}
             Ok(_) => return Err(SwitchError::Foreign),
-            Err(e) if gone(&e) => return Ok(()),
-            Err(e) => return Err(SwitchError::Io("reading the stubs back", e)),
+            Err(e) if gone(&e) => return Ok(None),
+            Err(e) => return Err(SwitchError::Io("reading its vDSO", e)),
         }
-        match vdso::state(&img, &self.time.lazy.original, &self.time.lazy.plan) {
-            vdso::State::Patched => Ok(()),
-            _ => Err(SwitchError::Foreign),
-        }
+        let lazy = &self.time.lazy;
+        Ok(Some(vdso::state(&img, &lazy.original, &lazy.plan)))
     }
 
     fn clock_unvirtualized(&mut self, tgid: i32, e: &SwitchError) {
@@ -326,8 +332,8 @@ impl Tracer {
     }
 
     /// The process's vDSO, if it still holds the kernel's clock code.
-    /// `base`: its address when known (a fork's parent's, an exec's auxiliary vector);
-    /// otherwise the memory map's single `[vdso]`.
+    /// `base`: its address when known (an exec's auxiliary vector); otherwise the memory map's
+    /// single `[vdso]`.
     fn unpatched(&self, tgid: i32, base: Option<u64>) -> Result<Option<Unpatched>, SwitchError> {
         let base = match base {
             Some(b) => b,
@@ -344,17 +350,10 @@ impl Tracer {
                 }
             }
         };
-        let mut img = vec![0u8; self.time.lazy.original.len()];
-        match sys::read_mem(tgid, base, &mut img) {
-            Ok(n) if n == img.len() => {}
-            Ok(_) => return Err(SwitchError::Foreign),
-            Err(e) if gone(&e) => return Ok(None),
-            Err(e) => return Err(SwitchError::Io("reading its vDSO", e)),
-        }
-        match vdso::state(&img, &self.time.lazy.original, &self.time.lazy.plan) {
-            vdso::State::Patched => Ok(None),
-            vdso::State::Foreign => Err(SwitchError::Foreign),
-            vdso::State::Original => Ok(Some(Unpatched {
+        match self.vdso_state(tgid, base)? {
+            None | Some(vdso::State::Patched) => Ok(None),
+            Some(vdso::State::Foreign) => Err(SwitchError::Foreign),
+            Some(vdso::State::Original) => Ok(Some(Unpatched {
                 tgid,
                 base,
                 tids: Vec::new(),

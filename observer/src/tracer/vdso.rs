@@ -47,25 +47,24 @@ pub fn stub(nr: u32) -> [u8; STUB_LEN] {
     [0xb8, n[0], n[1], n[2], n[3], 0x0f, 0x05, 0xc3]
 }
 
-fn u16_at(b: &[u8], off: usize) -> Result<u16, VdsoError> {
-    b.get(off..off + 2)
+/// The `N` bytes at `off`, bounds- and overflow-checked.
+fn bytes_at<const N: usize>(b: &[u8], off: usize) -> Result<[u8; N], VdsoError> {
+    off.checked_add(N)
+        .and_then(|end| b.get(off..end))
         .and_then(|s| s.try_into().ok())
-        .map(u16::from_le_bytes)
-        .ok_or(VdsoError::Bounds("u16"))
+        .ok_or(VdsoError::Bounds("field"))
+}
+
+fn u16_at(b: &[u8], off: usize) -> Result<u16, VdsoError> {
+    bytes_at(b, off).map(u16::from_le_bytes)
 }
 
 fn u32_at(b: &[u8], off: usize) -> Result<u32, VdsoError> {
-    b.get(off..off + 4)
-        .and_then(|s| s.try_into().ok())
-        .map(u32::from_le_bytes)
-        .ok_or(VdsoError::Bounds("u32"))
+    bytes_at(b, off).map(u32::from_le_bytes)
 }
 
 fn u64_at(b: &[u8], off: usize) -> Result<u64, VdsoError> {
-    b.get(off..off + 8)
-        .and_then(|s| s.try_into().ok())
-        .map(u64::from_le_bytes)
-        .ok_or(VdsoError::Bounds("u64"))
+    bytes_at(b, off).map(u64::from_le_bytes)
 }
 
 fn usize_at(b: &[u8], off: usize) -> Result<usize, VdsoError> {
