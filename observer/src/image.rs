@@ -477,10 +477,13 @@ pub fn from_materialized(m: Materialized) -> Image {
     }
 }
 
+/// The bare image's user ids.
+pub const BARE_IDS: (u32, u32) = (1000, 1000);
+
 /// The jail alone, for measuring it (`observe jail-exec --bare`): the system binds, a synthetic
 /// account, an empty home and workspace on tmpfs, and nothing planted.
 pub fn bare() -> Image {
-    let (user, uid, gid) = ("user".to_string(), 1000, 1000);
+    let (user, (uid, gid)) = ("user".to_string(), BARE_IDS);
     let home = format!("/home/{user}");
     let workspace = format!("{home}/work");
     let file = |path: &str, data: String| FsEntry::File {
@@ -544,10 +547,30 @@ pub fn build(
     skill_files: &[SkillFile],
     seed: Option<&str>,
 ) -> Result<Image, ImageError> {
-    let spec = ImageSpec::builtin(os).map_err(|e| match e {
+    build_from(&load(os)?, skill_name, skill_files, seed)
+}
+
+/// The definition of image `os` (`linux` or `darwin-sim`).
+pub fn load(os: &str) -> Result<ImageSpec, ImageError> {
+    ImageSpec::builtin(os).map_err(|e| match e {
         sandbox_images::SpecError::Unknown(n) => ImageError::Unknown(n),
         e => ImageError::Spec(e.to_string()),
-    })?;
+    })
+}
+
+/// The user ids of the image `spec` defines (known before it is built: the jail process is
+/// started with them).
+pub fn ids(spec: &ImageSpec) -> (u32, u32) {
+    (spec.identity.uid, spec.identity.gid)
+}
+
+/// [`build`] from a loaded definition.
+pub fn build_from(
+    spec: &ImageSpec,
+    skill_name: &str,
+    skill_files: &[SkillFile],
+    seed: Option<&str>,
+) -> Result<Image, ImageError> {
     let seed: Seed = match seed {
         Some(s) => s
             .parse()
@@ -558,7 +581,7 @@ pub fn build(
         .iter()
         .map(|f| (f.path.clone(), f.data.clone(), f.mode))
         .collect();
-    let m = sandbox_images::materialize(&spec, skill_name, &files, &seed)
+    let m = sandbox_images::materialize(spec, skill_name, &files, &seed)
         .map_err(|e| ImageError::Materialize(e.to_string()))?;
     Ok(from_materialized(m))
 }

@@ -280,9 +280,6 @@ fn main() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some(observer::jail::stage1::STAGE1_ARG) {
         observer::jail::stage1::main();
     }
-    if observer::jail::init::is_reexec() {
-        observer::jail::init::after_reexec();
-    }
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("OBSERVE_LOG"))
         .with_writer(std::io::stderr)

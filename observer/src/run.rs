@@ -379,10 +379,18 @@ fn today_days(clock_offset_ns: i64) -> i64 {
 
 pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunError> {
     let setup = std::time::Instant::now();
-    // The run's cgroup (when the host gives one) exists before the jail process does, and the
-    // jail process starts (and is moved into it) while the image is built.
+    // The jail process starts first, in a user namespace with the image user's ids; the run's
+    // cgroup (when the host gives one) is made while it loads, and it is moved there while the
+    // image is built. It forks nothing before that.
+    let image_spec = if opts.bare_image {
+        None
+    } else {
+        Some(image::load(&opts.os)?)
+    };
+    let ids = image_spec.as_ref().map_or(image::BARE_IDS, image::ids);
+    let mut started = jail::start(ids)?;
     let mut guard = RunGuard::new(opts.resources.clone());
-    let started = jail::start(&guard)?;
+    started.attach(&guard);
     let run_dir = tempfile::Builder::new()
         .prefix("so-run-")
         .tempdir()
@@ -400,15 +408,14 @@ pub fn observe(skill: &SkillInput, opts: &RunOptions) -> Result<RunResult, RunEr
                     .map_err(|e| RunError::Egress(e.to_string()))
             })
         });
-        let image = if opts.bare_image {
-            Ok(image::bare())
-        } else {
-            image::build(
-                &opts.os,
+        let image = match &image_spec {
+            None => Ok(image::bare()),
+            Some(spec) => image::build_from(
+                spec,
                 &skill.install_name,
                 &skill.files,
                 opts.seed.as_deref(),
-            )
+            ),
         };
         let ca = ca.map(|h| {
             h.join()

@@ -389,6 +389,21 @@ pub fn unprivileged_jail_prefix() -> Result<Vec<String>, String> {
     Ok(prefix)
 }
 
+/// The prefix that runs `observe` as an unprivileged user who can build a jail; when the host
+/// cannot give one, prints why and returns from the calling test (skipped, never failed).
+#[macro_export]
+macro_rules! unprivileged_or_skip {
+    () => {
+        match $crate::unprivileged_jail_prefix() {
+            Ok(p) => p,
+            Err(why) => {
+                println!("SKIPPED: {why}");
+                return;
+            }
+        }
+    };
+}
+
 /// Egress events of a run, flattened for assertions (see `tests/tests/egress.rs`).
 impl Run {
     /// `(name, qtype, transport)` of every `dns_query`.

@@ -3,7 +3,7 @@
 //! anything was fast-forwarded, a thread reading the clock as fast as it can while the switch
 //! happens, and a deadline loop that never sleeps.
 
-use e2e_tests::{observe, observe_as, skill, unprivileged_jail_prefix, Run};
+use e2e_tests::{observe, observe_as, skill, Run};
 use observer::trace::EventKind;
 use std::time::Duration;
 
@@ -62,13 +62,7 @@ fn a_process_that_read_the_clock_before_the_first_skip_sees_the_skipped_time() {
 /// with only the capabilities it holds in the jail's user namespace.
 #[test]
 fn unprivileged_a_process_that_read_the_clock_before_the_first_skip_sees_the_skipped_time() {
-    let prefix = match unprivileged_jail_prefix() {
-        Ok(p) => p,
-        Err(why) => {
-            println!("SKIPPED: {why}");
-            return;
-        }
-    };
+    let prefix = e2e_tests::unprivileged_or_skip!();
     process_started_before_the_skip(Some(&prefix));
 }
 

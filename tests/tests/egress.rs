@@ -3,7 +3,7 @@
 //! unique to one client, so every assertion says which client was (not) captured.
 
 use e2e_tests::hostnet::{host_address, HostListener};
-use e2e_tests::{observe, observe_as, skill, unprivileged_prefix, Run};
+use e2e_tests::{observe, observe_as, skill, Run};
 
 /// A DNS query packet (`qtype` 1 = A) in Python, for clients that bypass the system resolver.
 const PY_DNS: &str = r#"
@@ -687,13 +687,7 @@ fn bad_passthrough_and_responses_options_are_usage_errors() {
 /// owns the jail's network namespace and the supervisor's sockets are an ordinary user's).
 #[test]
 fn capture_and_canary_search_work_when_observe_runs_unprivileged() {
-    let prefix = match unprivileged_prefix() {
-        Ok(p) => p,
-        Err(why) => {
-            println!("SKIPPED: cannot create an unprivileged user: {why}");
-            return;
-        }
-    };
+    let prefix = e2e_tests::unprivileged_or_skip!();
     let script = format!(
         r#"#!/bin/sh
 curl -s -m 10 -o /dev/null -w 'curl %{{http_code}}\n' https://unpriv-curl.example.com/u

@@ -3,7 +3,7 @@
 //! written like a sandbox-aware payload finds no marker on either image except the known tells
 //! documented in docs/threat-model.md (one list, read by this test).
 
-use e2e_tests::{observe, observe_as, skill, unprivileged_jail_prefix, Run};
+use e2e_tests::{observe, observe_as, skill, Run};
 use observer::trace::EventKind;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -37,13 +37,7 @@ fn darwin_sim_says_darwin_and_the_keychain_answers_with_a_planted_value() {
 /// and the uname emulation need no host privilege.
 #[test]
 fn darwin_sim_holds_when_observe_runs_unprivileged() {
-    let prefix = match unprivileged_jail_prefix() {
-        Ok(p) => p,
-        Err(why) => {
-            println!("SKIPPED: {why}");
-            return;
-        }
-    };
+    let prefix = e2e_tests::unprivileged_or_skip!();
     darwin_identity(Some(&prefix));
 }
 

@@ -1,7 +1,7 @@
 //! End-to-end tests of the jail and the tracer: a real kernel sandbox, real syscalls, no mocks.
 //! Each test is written as the skill an attacker would ship.
 
-use e2e_tests::{observe, observe_as, skill, unprivileged_prefix, Run};
+use e2e_tests::{observe, observe_as, skill, Run};
 use observer::trace::{EventKind, FileOp, NetOp};
 use std::time::Duration;
 
@@ -112,26 +112,8 @@ fn records_exec_file_and_network_events() {
 
 #[test]
 fn records_the_same_when_observe_runs_unprivileged() {
-    let prefix = match unprivileged_prefix() {
-        Ok(p) => p,
-        Err(why) => {
-            println!("SKIPPED: cannot create an unprivileged user: {why}");
-            return;
-        }
-    };
-    let doctor = std::process::Command::new("setpriv")
-        .args(&prefix[1..prefix.len() - 1])
-        .arg(e2e_tests::observe_bin())
-        .arg("doctor")
-        .output()
-        .expect("doctor");
-    if !doctor.status.success() {
-        println!(
-            "SKIPPED: the host forbids unprivileged jails:\n{}",
-            String::from_utf8_lossy(&doctor.stdout)
-        );
-        return;
-    }
+    // Skipped (with the reason `observe doctor` gives) where the host forbids unprivileged jails.
+    let prefix = e2e_tests::unprivileged_or_skip!();
     let s = skill("basic-unpriv", &[("scripts/run.sh", BASIC, 0o755)]);
     let r = observe_as(&s, &["--timeout", "30"], Some(&prefix));
     assert_basic(&r);
@@ -233,6 +215,77 @@ print('RESULT', res)
         host.accept().is_err(),
         "the host listener received a connection"
     );
+}
+
+/// A skill that fingerprints the sandbox through pid 1 and looks for capabilities it could use:
+/// init must show nothing of the host (the supervisor's path is on the jail process's command
+/// line), keep its fds, memory and environment to itself, and no capability may reach the skill
+/// (the jail process carries ambient ones into its namespace; init clears them).
+const INIT_PROBE: &str = r#"import os
+res = {}
+def attempt(name, fn):
+    try:
+        fn(); res[name] = 'OK'
+    except Exception as e:
+        res[name] = type(e).__name__
+attempt('environ', lambda: open('/proc/1/environ', 'rb').read())
+attempt('exe', lambda: os.readlink('/proc/1/exe'))
+attempt('maps', lambda: open('/proc/1/maps').read())
+attempt('fds', lambda: os.listdir('/proc/1/fd'))
+attempt('mem', lambda: open('/proc/1/mem', 'rb').read(1))
+print('ACCESS', res)
+print('CMDLINE', repr(open('/proc/1/cmdline', 'rb').read()))
+print('COMM', open('/proc/1/comm').read().strip())
+print('STAT', open('/proc/1/stat').read().split(')')[0])
+for l in open('/proc/self/status'):
+    if l.startswith('Cap'):
+        print('CAPS', l.split()[0], l.split()[1])
+"#;
+
+fn assert_init_probe(r: &Run, host_paths: &[String]) {
+    let out = r.output();
+    let access = out
+        .lines()
+        .find(|l| l.starts_with("ACCESS"))
+        .unwrap_or_else(|| panic!("no access line:\n{out}"));
+    assert!(!access.contains("'OK'"), "pid 1 leaks: {access}");
+    assert!(
+        out.contains("CMDLINE b'/sbin/init\\x00'"),
+        "pid 1's command line: {out}"
+    );
+    assert!(out.contains("COMM init"), "{out}");
+    let caps: Vec<&str> = out.lines().filter(|l| l.starts_with("CAPS")).collect();
+    assert_eq!(caps.len(), 5, "{out}");
+    for c in caps {
+        assert!(
+            c.ends_with(" 0000000000000000"),
+            "capability reached the skill: {c}"
+        );
+    }
+    for p in host_paths {
+        assert!(!out.contains(p.as_str()), "host path {p} shows: {out}");
+    }
+}
+
+fn host_paths() -> Vec<String> {
+    let bin = e2e_tests::observe_bin();
+    let dir = bin.parent().expect("bin dir").display().to_string();
+    vec![bin.display().to_string(), dir]
+}
+
+#[test]
+fn init_shows_nothing_of_the_host_and_no_capability_reaches_the_skill() {
+    let s = skill("init-probe", &[("scripts/p.py", INIT_PROBE, 0o644)]);
+    let r = observe(&s, &["--timeout", "30"]);
+    assert_init_probe(&r, &host_paths());
+}
+
+#[test]
+fn init_shows_nothing_of_the_host_when_observe_runs_unprivileged() {
+    let prefix = e2e_tests::unprivileged_or_skip!();
+    let s = skill("init-probe-unpriv", &[("scripts/p.py", INIT_PROBE, 0o644)]);
+    let r = observe_as(&s, &["--timeout", "30"], Some(&prefix));
+    assert_init_probe(&r, &host_paths());
 }
 
 #[test]

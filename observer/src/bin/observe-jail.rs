@@ -1,12 +1,8 @@
 //! The jail process alone (stage 1, the tracer, and the jail's init), without the supervisor:
-//! a binary a fraction of `observe`'s size, so the two execs every run makes of it (stage 1 and
-//! init's re-exec) load faster. `observe` runs it from its own directory when it is there, and
+//! a binary a fraction of `observe`'s size, so the exec every run makes of it loads faster. `observe` runs it from its own directory when it is there, and
 //! runs a copy of itself otherwise.
 
 fn main() {
-    if observer::jail::init::is_reexec() {
-        observer::jail::init::after_reexec();
-    }
     if std::env::args().nth(1).as_deref() == Some(observer::jail::stage1::STAGE1_ARG) {
         observer::jail::stage1::main();
     }

@@ -251,7 +251,6 @@ fn hand_over(spec: &JailSpec, ctl_fd: RawFd, go: RawFd) -> Vec<Option<OwnedFd>> 
 
 /// Entry of pid 1. `go` receives bytes from the tracer, `ctl` carries our lines to it.
 pub fn run(spec: &JailSpec, go: OwnedFd, ctl_fd: OwnedFd) -> ! {
-    // Raw numbers: both survive into the re-executed image (see `reexec`).
     let ctl_fd = std::os::fd::IntoRawFd::into_raw_fd(ctl_fd);
     let go = std::os::fd::IntoRawFd::into_raw_fd(go);
     // SAFETY: plain prctl.
@@ -260,11 +259,6 @@ pub fn run(spec: &JailSpec, go: OwnedFd, ctl_fd: OwnedFd) -> ! {
         // SAFETY: terminating.
         unsafe { libc::_exit(1) }
     }
-    // Our own binary, for the re-exec once the host is out of sight.
-    let exe = match sys::open_at(libc::AT_FDCWD, "/proc/self/exe", libc::O_RDONLY) {
-        Ok(f) => f,
-        Err(e) => fail(ctl_fd, "exe", e),
-    };
     if let Err(e) = rootfs::build(spec) {
         fail(ctl_fd, "rootfs", e);
     }
@@ -292,90 +286,46 @@ pub fn run(spec: &JailSpec, go: OwnedFd, ctl_fd: OwnedFd) -> ! {
     if let Err(e) = drop_all_caps() {
         fail(ctl_fd, "capabilities", e);
     }
-    reexec(spec, exe, go, ctl_fd)
+    look_like_init();
+    run_steps(spec, go, ctl_fd)
 }
 
-/// Becomes a fresh image of ourselves named like an init: `/proc/1/cmdline` and `comm` then say
-/// `/sbin/init`, nothing of the host path shows, and the new memory belongs to the jail's user
-/// namespace (so the tracer can read the memory of our children before they exec).
-fn reexec(spec: &JailSpec, exe: OwnedFd, go: RawFd, ctl_fd: RawFd) -> ! {
-    let json = match serde_json::to_vec(spec) {
-        Ok(j) => j,
-        Err(e) => fail(ctl_fd, "spec", e),
+/// Our name as the jail sees it (`/proc/1/comm`, `/proc/1/cmdline`): an init's, nothing of the
+/// host (the jail process's command line names the supervisor's path). The argument strings are
+/// overwritten in place, setproctitle-style: with the area's last byte not NUL the kernel shows
+/// only the first string.
+fn look_like_init() {
+    // SAFETY: plain prctl with a NUL-terminated name.
+    unsafe { libc::prctl(libc::PR_SET_NAME, c"init".as_ptr(), 0, 0, 0) };
+    let Some((start, end)) = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| arg_area(&s))
+    else {
+        return;
     };
-    // SAFETY: memfd_create with a valid name.
-    let mfd = unsafe { libc::memfd_create(c"state".as_ptr(), 0) };
-    if mfd < 0 || write_all_fd(mfd, &json).is_err() {
-        fail(ctl_fd, "memfd", sys::last_err());
+    let title = b"/sbin/init\0";
+    let len = end - start;
+    if len < title.len() + 1 {
+        return;
     }
-    // SAFETY: plain fd juggling on fds we own; the targets 3..5 are then inherited by the exec.
+    // SAFETY: [start, end) is our own argument area on our stack, writable and unused since
+    // the arguments were copied at start-up.
     unsafe {
-        // Our exe fd may sit on 3..5 itself: move it out of the way first.
-        let exe_fd = libc::fcntl(exe.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10);
-        let moved = [
-            libc::fcntl(mfd, libc::F_DUPFD, 10),
-            libc::fcntl(go, libc::F_DUPFD, 10),
-            libc::fcntl(ctl_fd, libc::F_DUPFD, 10),
-        ];
-        for (i, fd) in moved.iter().enumerate() {
-            if *fd < 0 || libc::dup2(*fd, INIT_FD_SPEC + i as i32) < 0 {
-                fail(ctl_fd, "fds", sys::last_err());
-            }
-        }
-        let argv0 = c"/sbin/init";
-        let argv = [argv0.as_ptr(), std::ptr::null()];
-        let envp = [std::ptr::null::<libc::c_char>()];
-        libc::syscall(
-            libc::SYS_execveat,
-            exe_fd,
-            c"".as_ptr(),
-            argv.as_ptr(),
-            envp.as_ptr(),
-            libc::AT_EMPTY_PATH,
-        );
+        let area = std::slice::from_raw_parts_mut(start as *mut u8, len);
+        area.fill(0);
+        area[..title.len()].copy_from_slice(title);
+        area[len - 1] = b' ';
     }
-    fail(INIT_FD_CTL, "re-exec", sys::last_err())
 }
 
-/// fds the re-executed init finds its state on.
-const INIT_FD_SPEC: RawFd = 3;
-const INIT_FD_GO: RawFd = 4;
-const INIT_FD_CTL: RawFd = 5;
-
-/// Is this process the jail's init after its re-exec?
-pub fn is_reexec() -> bool {
-    std::process::id() == 1
-        && std::env::args_os().count() == 1
-        && std::env::args_os()
-            .next()
-            .is_some_and(|a| a == "/sbin/init")
-}
-
-/// Entry of the re-executed init.
-pub fn after_reexec() -> ! {
-    let ctl_fd = INIT_FD_CTL;
-    let go = INIT_FD_GO;
-    // SAFETY: fd 3 is the memfd our previous image left for us.
-    let mut f = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(INIT_FD_SPEC) };
-    let mut json = Vec::new();
-    // The writer left the offset at the end.
-    if std::io::Seek::rewind(&mut f).is_err()
-        || std::io::Read::read_to_end(&mut f, &mut json).is_err()
-    {
-        fail(ctl_fd, "state", "unreadable");
-    }
-    drop(f);
-    let spec: JailSpec = match serde_json::from_slice(&json) {
-        Ok(s) => s,
-        Err(e) => fail(ctl_fd, "state", e),
-    };
-    // SAFETY: plain prctls and fcntls on our own fds.
-    unsafe {
-        libc::prctl(libc::PR_SET_NAME, c"init".as_ptr(), 0, 0, 0);
-        libc::fcntl(go, libc::F_SETFD, libc::FD_CLOEXEC);
-        libc::fcntl(ctl_fd, libc::F_SETFD, libc::FD_CLOEXEC);
-    }
-    run_steps(&spec, go, ctl_fd)
+/// `arg_start` and `arg_end` (fields 48 and 49) of a `/proc/<pid>/stat` line.
+fn arg_area(stat: &str) -> Option<(usize, usize)> {
+    // The command name (field 2) may hold spaces and parentheses: count from its last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut f = rest.split_ascii_whitespace().skip(45);
+    let start: usize = f.next()?.parse().ok()?;
+    let end: usize = f.next()?.parse().ok()?;
+    (start != 0 && end > start).then_some((start, end))
 }
 
 /// A short sleep that the virtual clock does not intercept (a `poll` with a timeout below

@@ -7,17 +7,16 @@ pub mod filter;
 pub mod init;
 pub mod netfilter;
 mod rootfs;
+mod spawn;
 pub mod spec;
 pub mod stage1;
 pub mod sys;
 
 use crate::tracer::Msg;
 use spec::JailSpec;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -116,21 +115,6 @@ pub(crate) fn outer_ids() -> (u32, u32) {
     }
 }
 
-fn write_maps(pid: u32, inside_uid: u32, inside_gid: u32) -> Result<(), JailError> {
-    let (ou, og) = outer_ids();
-    let base = format!("/proc/{pid}");
-    let w = |file: &str, data: String| -> Result<(), JailError> {
-        std::fs::write(format!("{base}/{file}"), data)
-            .map_err(|e| JailError::UserNs(format!("{file}: {e}")))
-    };
-    // Without this an unprivileged mapper may not write gid_map; as root it keeps the jail from
-    // ever regaining supplementary groups.
-    w("setgroups", "deny".into())?;
-    w("uid_map", format!("{inside_uid} {ou} 1\n"))?;
-    w("gid_map", format!("{inside_gid} {og} 1\n"))?;
-    Ok(())
-}
-
 /// The program the jail process runs: the `observe-jail` helper from our own directory when it
 /// is there (2 MB instead of 20, it loads in a third of the time, twice per run with init's
 /// re-exec), else ourselves.
@@ -143,59 +127,36 @@ fn stage1_program(exe: &std::path::Path) -> std::path::PathBuf {
     }
 }
 
-fn spawn_stage1(fds: [RawFd; 5]) -> std::io::Result<Child> {
-    let exe = std::env::current_exe()?;
-    let mut cmd = Command::new(stage1_program(&exe));
+fn spawn_stage1(fds: [RawFd; 4], inside: (u32, u32)) -> Result<spawn::JailChild, JailError> {
+    let exe = std::env::current_exe().map_err(JailError::Spawn)?;
+    let program = stage1_program(&exe);
     // The build id and our own path let a helper from another build hand over to us.
-    cmd.arg(stage1::STAGE1_ARG)
-        .arg(stage1::BUILD_ID)
-        .arg(&exe)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
+    let argv = spawn::c_args([
+        program.as_os_str(),
+        stage1::STAGE1_ARG.as_ref(),
+        stage1::BUILD_ID.as_ref(),
+        exe.as_os_str(),
+    ])
+    .map_err(JailError::Spawn)?;
     // SAFETY: getter.
-    if unsafe { libc::geteuid() } == 0 {
+    let root = unsafe { libc::geteuid() } == 0;
+    let plan = spawn::Plan {
+        program: argv[0].clone(),
+        argv,
+        fds: fds.to_vec(),
+        targets: vec![
+            stage1::FD_SPEC,
+            stage1::FD_EVENTS,
+            stage1::FD_GO,
+            stage1::FD_EGRESS,
+        ],
         // As root the jail process drops to its dedicated unprivileged id before it creates its
-        // user namespace: that id is what the jail user maps to (std clears supplementary groups).
-        let (u, g) = outer_ids();
-        cmd.uid(u).gid(g);
-    }
-    // SAFETY: only async-signal-safe calls (dup2, prctl) in the child before exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            let targets = [
-                stage1::FD_SPEC,
-                stage1::FD_EVENTS,
-                stage1::FD_SYNC_OUT,
-                stage1::FD_SYNC_IN,
-                stage1::FD_EGRESS,
-            ];
-            // Move sources above the target range first so a source that equals a later target
-            // is not clobbered.
-            let mut moved = [0; 5];
-            for (i, &fd) in fds.iter().enumerate() {
-                moved[i] = libc::fcntl(fd, libc::F_DUPFD, 10);
-                if moved[i] < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            for (i, &t) in targets.iter().enumerate() {
-                if libc::dup2(moved[i], t) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // Its own process group: a terminal's Ctrl-C reaches only the supervisor, which
-            // then ends the run and still writes the report.
-            if libc::setpgid(0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    cmd.spawn()
+        // user namespace: that id is what the jail user maps to.
+        drop_to: root.then(outer_ids),
+        inside,
+        outside: outer_ids(),
+    };
+    spawn::spawn(&plan)
 }
 
 /// Receives the jail's events as raw trace lines (`{"seq":0,...}`), on the jail reader thread,
@@ -210,79 +171,60 @@ pub trait EventSink: Send + 'static {
 /// the run (image, CA, plan) while the process starts up and is attached (see [`Attach`]).
 /// Dropped unused, it is killed and reaped.
 pub struct Started {
-    child: KillOnDrop,
+    child: spawn::JailChild,
     attach: Option<std::thread::JoinHandle<Result<(), String>>>,
     self_move: Vec<std::path::PathBuf>,
     spec_w: OwnedFd,
     ev_r: OwnedFd,
-    up_r: OwnedFd,
-    down_w: OwnedFd,
+    go_w: OwnedFd,
     eg_ours: OwnedFd,
+    inside: (u32, u32),
 }
 
-/// The jail process, killed and reaped however its owner ends (an early error included; after
-/// a normal end both calls are no-ops on the reaped child).
-struct KillOnDrop(Child);
-
-impl std::ops::Deref for KillOnDrop {
-    type Target = Child;
-    fn deref(&self) -> &Child {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for KillOnDrop {
-    fn deref_mut(&mut self) -> &mut Child {
-        &mut self.0
-    }
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts the jail process (it blocks reading its spec) and its [`Attach`] work.
-pub fn start(watch: &dyn Watch) -> Result<Started, JailError> {
+/// Starts the jail process (it blocks reading its spec), in its user namespace with the jail
+/// user's ids `inside`. It forks nothing before [`Started::attach`]'s work is done.
+pub fn start(inside: (u32, u32)) -> Result<Started, JailError> {
     let (spec_r, spec_w) = pipe()?;
     let (ev_r, ev_w) = pipe()?;
     // A large pipe lets the tracer run ahead of the writer in bursts.
     // SAFETY: fcntl on our own fd; failure only leaves the default size.
     unsafe { libc::fcntl(ev_r.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
-    let (up_r, up_w) = pipe()?; // jail → supervisor
-    let (down_r, down_w) = pipe()?; // supervisor → jail
+    let (go_r, go_w) = pipe()?; // supervisor → jail: "you may fork"
     let (eg_ours, eg_theirs) = socketpair()?;
-    let child = spawn_stage1([
-        spec_r.as_raw_fd(),
-        ev_w.as_raw_fd(),
-        up_w.as_raw_fd(),
-        down_r.as_raw_fd(),
-        eg_theirs.as_raw_fd(),
-    ])
-    .map_err(JailError::Spawn)?;
-    drop((spec_r, ev_w, up_w, down_r, eg_theirs));
+    let child = spawn_stage1(
+        [
+            spec_r.as_raw_fd(),
+            ev_w.as_raw_fd(),
+            go_r.as_raw_fd(),
+            eg_theirs.as_raw_fd(),
+        ],
+        inside,
+    )?;
+    drop((spec_r, ev_w, go_r, eg_theirs));
     tracing::debug!("jail: stage 1 spawned");
-    // Before it reads its spec the jail process forks nothing, and it forks only after the
-    // supervisor's go, sent once the attach is done: everything it will start is inside
-    // whatever the attach puts it in.
-    let pid = child.id();
-    let (attach, self_move) = match watch.attach() {
-        Some(Attach::Thread(f)) => (Some(std::thread::spawn(move || f(pid))), Vec::new()),
-        Some(Attach::SelfMove(files)) => (None, files),
-        None => (None, Vec::new()),
-    };
     Ok(Started {
-        child: KillOnDrop(child),
-        attach,
-        self_move,
+        child,
+        attach: None,
+        self_move: Vec::new(),
         spec_w,
         ev_r,
-        up_r,
-        down_w,
+        go_w,
         eg_ours,
+        inside,
     })
+}
+
+impl Started {
+    /// Starts `watch`'s [`Attach`] work on the jail process (made after the spawn, so it overlaps
+    /// the jail process's own start).
+    pub fn attach(&mut self, watch: &dyn Watch) {
+        let pid = self.child.id();
+        match watch.attach() {
+            Some(Attach::Thread(f)) => self.attach = Some(std::thread::spawn(move || f(pid))),
+            Some(Attach::SelfMove(files)) => self.self_move = files,
+            None => {}
+        }
+    }
 }
 
 /// Runs a started jail to completion (or until `budget`). Events go to `sink` on a reader thread
@@ -302,10 +244,16 @@ pub fn run<S: EventSink>(
         self_move,
         spec_w,
         ev_r,
-        up_r,
-        down_w,
+        go_w,
         eg_ours,
+        inside,
     } = started;
+    if (spec.uid, spec.gid) != inside {
+        return Err(JailError::Setup(format!(
+            "the jail was started for ids {inside:?}, the spec has ({}, {})",
+            spec.uid, spec.gid
+        )));
+    }
     let spec_json = if self_move.is_empty() {
         serde_json::to_vec(spec)
     } else {
@@ -314,52 +262,29 @@ pub fn run<S: EventSink>(
         serde_json::to_vec(&spec)
     }
     .map_err(|e| JailError::Setup(e.to_string()))?;
-    // The spec can exceed a pipe's buffer; the jail reads it before anything else.
-    let writer = std::thread::spawn(move || {
-        let mut f = std::fs::File::from(spec_w);
-        f.write_all(&spec_json)
-    });
-    let kill_child = |child: &mut Child| {
+    let writer = send_spec(spec_w, spec_json);
+    let kill_child = |child: &mut spawn::JailChild| {
         let _ = child.kill();
         let _ = child.wait();
     };
-    match sys::read_byte(up_r.as_raw_fd()) {
-        Ok(b'u') => {}
-        _ => {
-            kill_child(&mut child);
-            let _ = writer.join();
-            // The jail may have sent a fatal message explaining why.
-            let why = BufReader::new(std::fs::File::from(ev_r))
-                .lines()
-                .map_while(Result::ok)
-                .filter_map(|l| serde_json::from_str::<Msg>(&l).ok())
-                .find_map(|m| match m {
-                    Msg::Fatal { what } => Some(what),
-                    _ => None,
-                })
-                .unwrap_or_else(|| {
-                    "the jail process ended before creating its user namespace".into()
-                });
-            return Err(JailError::UserNs(why));
-        }
-    }
-    tracing::debug!("jail: user namespace made");
-    if let Err(e) = write_maps(child.id(), spec.uid, spec.gid) {
-        kill_child(&mut child);
-        return Err(e);
-    }
     if let Some(a) = attach {
         let r = a
             .join()
             .unwrap_or_else(|_| Err("the attach thread panicked".into()));
         if let Err(e) = r {
             kill_child(&mut child);
-            let _ = writer.join();
+            if let Some(w) = writer {
+                let _ = w.join();
+            }
             return Err(JailError::Setup(format!("resource limits: {e}")));
         }
     }
-    sys::write_all_fd(down_w.as_raw_fd(), b"g")?;
-    let _ = writer.join();
+    // A jail process that already failed has closed its end; its fatal message says why.
+    let _ = sys::write_all_fd(go_w.as_raw_fd(), b"g");
+    drop(go_w);
+    if let Some(w) = writer {
+        let _ = w.join();
+    }
     if spec.egress {
         // The jail binds its listeners right after creating its network namespace.
         let got = egress_fds::recv(eg_ours.as_raw_fd()).map_err(|e| e.to_string());
@@ -431,6 +356,35 @@ pub fn run<S: EventSink>(
     }
     out.wall = begun.elapsed();
     Ok((out, sink))
+}
+
+/// Sends the spec: written here when the pipe can hold it whole (the jail reads it before
+/// anything else, so the write cannot block), else from a thread.
+fn send_spec(
+    spec_w: OwnedFd,
+    json: Vec<u8>,
+) -> Option<std::thread::JoinHandle<std::io::Result<()>>> {
+    // SAFETY: fcntl on our own fd.
+    let mut room = unsafe { libc::fcntl(spec_w.as_raw_fd(), libc::F_GETPIPE_SZ) };
+    if room >= 0 && (room as usize) < json.len() {
+        // SAFETY: as above; failure leaves the size as it was.
+        room = unsafe {
+            libc::fcntl(
+                spec_w.as_raw_fd(),
+                libc::F_SETPIPE_SZ,
+                i32::try_from(json.len()).unwrap_or(i32::MAX),
+            )
+        };
+    }
+    if room >= 0 && room as usize >= json.len() {
+        // A jail process that already failed has closed its end; its fatal message says why.
+        let _ = sys::write_all_fd(spec_w.as_raw_fd(), &json);
+        return None;
+    }
+    Some(std::thread::spawn(move || {
+        let mut f = std::fs::File::from(spec_w);
+        f.write_all(&json)
+    }))
 }
 
 /// A message from the jail into the outcome: the first fatal one is the failure.

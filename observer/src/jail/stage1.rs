@@ -19,10 +19,10 @@ pub const HELPER: &str = "observe-jail";
 pub const BUILD_ID: &str = env!("OBSERVE_BUILD_ID");
 pub const FD_SPEC: RawFd = 3;
 pub const FD_EVENTS: RawFd = 4;
-pub const FD_SYNC_OUT: RawFd = 5;
-pub const FD_SYNC_IN: RawFd = 6;
+/// The supervisor's word that we may fork (the run's cgroup has us).
+pub const FD_GO: RawFd = 5;
 /// Unix socket to the supervisor for the egress listeners.
-pub const FD_EGRESS: RawFd = 7;
+pub const FD_EGRESS: RawFd = 6;
 
 fn fatal(what: &str) -> ! {
     let line = serde_json::to_string(&Msg::Fatal {
@@ -105,6 +105,18 @@ fn hand_over_if_foreign() {
 /// Entry point; never returns.
 pub fn main() -> ! {
     hand_over_if_foreign();
+    // We came in with ambient capabilities (see `spawn`) and exec nothing ourselves: keep them
+    // from reaching anything by accident. init clears every set before the skill runs.
+    // SAFETY: plain prctl.
+    unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    };
     // SAFETY: fd 3 was set up by the supervisor for us alone.
     let mut spec_file = unsafe { std::fs::File::from_raw_fd(FD_SPEC) };
     let mut buf = Vec::new();
@@ -117,25 +129,12 @@ pub fn main() -> ! {
         Err(e) => fatal(&format!("bad spec: {e}")),
     };
 
-    // Into the run's cgroup before anything is forked (and while our credentials still own
-    // its files): everything the jail starts inherits it.
+    // Into the run's cgroup before anything is forked: everything the jail starts inherits it.
+    // (Our host uid owns its files; the new user namespace does not change that.)
     for f in &spec.self_move {
         if let Err(e) = std::fs::write(f, "0") {
             fatal(&format!("moving into {}: {e}", f.display()));
         }
-    }
-    // User namespace first; the supervisor writes our uid/gid maps from outside.
-    // SAFETY: plain unshare.
-    if unsafe { libc::unshare(libc::CLONE_NEWUSER) } != 0 {
-        fatal(&format!("unshare(user): {}", sys::last_err()));
-    }
-    if write_all_fd(FD_SYNC_OUT, b"u").is_err() || !matches!(read_byte(FD_SYNC_IN), Ok(b'g')) {
-        fatal("supervisor did not map our ids");
-    }
-    // SAFETY: closing our sync fds.
-    unsafe {
-        libc::close(FD_SYNC_OUT);
-        libc::close(FD_SYNC_IN);
     }
     let flags = libc::CLONE_NEWNS
         | libc::CLONE_NEWPID
@@ -170,6 +169,12 @@ pub fn main() -> ! {
     };
     // SAFETY: closing our end of the egress socket; the listeners now belong to the supervisor.
     unsafe { libc::close(FD_EGRESS) };
+    // Nothing is forked before the supervisor has put us in the run's cgroup.
+    if !matches!(read_byte(FD_GO), Ok(b'g')) {
+        fatal("the supervisor did not let the jail start");
+    }
+    // SAFETY: closing our copy.
+    unsafe { libc::close(FD_GO) };
     // The host's /proc, kept as a directory fd: the tracer reads tasks through it after the pivot.
     let host_proc = match sys::open_at(libc::AT_FDCWD, "/proc", libc::O_RDONLY | libc::O_DIRECTORY)
     {
