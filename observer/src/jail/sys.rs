@@ -296,6 +296,27 @@ pub fn notif_set_sync_wakeup(fd: RawFd) -> io::Result<()> {
     Ok(())
 }
 
+/// Restricts the calling thread to the CPU it is running on, when it may run on several (so runs
+/// started side by side spread over the CPUs). Best effort: the mask is left as it was on error.
+pub fn pin_to_current_cpu() {
+    // SAFETY: plain getters and a setter on our own thread with a valid, zero-initialised set.
+    unsafe {
+        let mut allowed: libc::cpu_set_t = std::mem::zeroed();
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        let cpu = libc::sched_getcpu();
+        if cpu < 0
+            || libc::sched_getaffinity(0, size, &mut allowed) != 0
+            || libc::CPU_COUNT(&allowed) < 2
+            || !libc::CPU_ISSET(cpu as usize, &allowed)
+        {
+            return;
+        }
+        let mut one: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu as usize, &mut one);
+        libc::sched_setaffinity(0, size, &one);
+    }
+}
+
 /// Installs a classic-BPF seccomp filter on the calling thread; returns the notification fd.
 pub fn seccomp_install(prog: &[libc::sock_filter]) -> io::Result<OwnedFd> {
     let fprog = libc::sock_fprog {
