@@ -319,21 +319,27 @@ pub fn run<S: EventSink>(
     });
     let mut out = JailOutcome::default();
     let deadline = begun + budget;
+    // The watch reads the cgroup's counters: every 100 ms, not at every message.
+    let mut next_poll = begun;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left.min(Duration::from_millis(100))) {
             Ok(m) => absorb(&mut out, m),
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                if Instant::now() >= deadline {
-                    out.budget_exhausted = true;
-                    // Killing the tracer kills every task (PTRACE_O_EXITKILL and pid 1's
-                    // parent-death signal take the whole pid namespace down).
-                    let _ = child.kill();
-                    break;
-                }
-            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
+        let now = Instant::now();
+        if now >= deadline {
+            out.budget_exhausted = true;
+            // Killing the tracer kills every task (PTRACE_O_EXITKILL and pid 1's
+            // parent-death signal take the whole pid namespace down).
+            let _ = child.kill();
+            break;
+        }
+        if now < next_poll {
+            continue;
+        }
+        next_poll = now + Duration::from_millis(100);
         if let Some(stop) = watch.poll() {
             out.stopped = Some(stop);
             let _ = child.kill();
