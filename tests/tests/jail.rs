@@ -237,10 +237,59 @@ print('ACCESS', res)
 print('CMDLINE', repr(open('/proc/1/cmdline', 'rb').read()))
 print('COMM', open('/proc/1/comm').read().strip())
 print('STAT', open('/proc/1/stat').read().split(')')[0])
+print('INIT_PGRP_SESSION', open('/proc/1/stat').read().split(')')[1].split()[2:4])
 for l in open('/proc/self/status'):
     if l.startswith('Cap'):
         print('CAPS', l.split()[0], l.split()[1])
 "#;
+
+const SH_PROBE: &str = "#!/bin/sh\ngrep SigIgn /proc/self/status | sed 's/^/SH_/'\n";
+
+/// Whoever starts `observe` may leave fds open without CLOEXEC (a CI log, a socket, a directory):
+/// a skill that finds one could write outside the jail or walk the host from a directory fd.
+#[test]
+fn fds_the_caller_left_open_never_reach_the_skill() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("host-log.txt");
+    std::fs::write(&log, "").expect("log");
+    let script = r#"import os
+res = {}
+for fd in (7, 8):
+    try:
+        os.fstat(fd); res[fd] = 'OPEN'
+    except OSError as e:
+        res[fd] = e.errno
+for fd in (7, 8):
+    try:
+        os.write(fd, b'written from inside the jail\n')
+    except OSError:
+        pass
+try:
+    print('WALK', os.listdir('/proc/self/fd/8/'))
+except OSError as e:
+    print('WALK', e.errno)
+print('FDS', sorted(os.listdir('/proc/self/fd'), key=int), res)
+"#;
+    let s = skill("fd-probe", &[("scripts/f.py", script, 0o644)]);
+    let prefix: Vec<String> = vec![
+        "sh".into(),
+        "-c".into(),
+        format!("exec \"$0\" \"$@\" 7>>{} 8</", log.display()),
+    ];
+    let r = observe_as(&s, &["--timeout", "30"], Some(&prefix));
+    let out = r.output();
+    let fds = out
+        .lines()
+        .find(|l| l.starts_with("FDS"))
+        .unwrap_or_else(|| panic!("no fd line:\n{out}"));
+    assert!(
+        fds.contains("{7: 9, 8: 9}"),
+        "an inherited fd reached the skill: {fds}"
+    );
+    assert!(fds.starts_with("FDS ['0', '1', '2', '3']"), "{fds}");
+    assert!(out.contains("WALK 2"), "{out}");
+    assert_eq!(std::fs::read_to_string(&log).expect("log"), "");
+}
 
 fn assert_init_probe(r: &Run, host_paths: &[String]) {
     let out = r.output();
@@ -254,6 +303,9 @@ fn assert_init_probe(r: &Run, host_paths: &[String]) {
         "pid 1's command line: {out}"
     );
     assert!(out.contains("COMM init"), "{out}");
+    assert!(out.contains("INIT_PGRP_SESSION ['1', '1']"), "{out}");
+    // A shell started by init: no signal ignored (Python ignores SIGPIPE itself, so not there).
+    assert!(out.contains("SH_SigIgn:\t0000000000000000"), "{out}");
     let caps: Vec<&str> = out.lines().filter(|l| l.starts_with("CAPS")).collect();
     assert_eq!(caps.len(), 5, "{out}");
     for c in caps {
@@ -275,7 +327,13 @@ fn host_paths() -> Vec<String> {
 
 #[test]
 fn init_shows_nothing_of_the_host_and_no_capability_reaches_the_skill() {
-    let s = skill("init-probe", &[("scripts/p.py", INIT_PROBE, 0o644)]);
+    let s = skill(
+        "init-probe",
+        &[
+            ("scripts/p.py", INIT_PROBE, 0o644),
+            ("scripts/s.sh", SH_PROBE, 0o755),
+        ],
+    );
     let r = observe(&s, &["--timeout", "30"]);
     assert_init_probe(&r, &host_paths());
 }
@@ -283,7 +341,13 @@ fn init_shows_nothing_of_the_host_and_no_capability_reaches_the_skill() {
 #[test]
 fn init_shows_nothing_of_the_host_when_observe_runs_unprivileged() {
     let prefix = e2e_tests::unprivileged_or_skip!();
-    let s = skill("init-probe-unpriv", &[("scripts/p.py", INIT_PROBE, 0o644)]);
+    let s = skill(
+        "init-probe-unpriv",
+        &[
+            ("scripts/p.py", INIT_PROBE, 0o644),
+            ("scripts/s.sh", SH_PROBE, 0o755),
+        ],
+    );
     let r = observe_as(&s, &["--timeout", "30"], Some(&prefix));
     assert_init_probe(&r, &host_paths());
 }

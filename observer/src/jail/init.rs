@@ -158,16 +158,21 @@ fn spawn_step(
         // SAFETY: async-signal-safe calls only, then exec or _exit.
         unsafe {
             libc::setsid();
+            // A user's programs start with every signal at its default: we ignore SIGPIPE (the
+            // Rust runtime does), and whatever the supervisor's caller ignored reached us.
+            sys::default_signal_dispositions();
             if in_fd >= 0 {
                 libc::dup2(in_fd, 0);
             } else {
-                let nul = libc::open(devnull.as_ptr(), libc::O_RDONLY);
-                if nul >= 0 {
+                let nul = libc::open(devnull.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+                if nul > 0 {
                     libc::dup2(nul, 0);
                 }
             }
             libc::dup2(out_w, 1);
             libc::dup2(out_w, 2);
+            // Only the three standard fds go to the step (ours are CLOEXEC; this is the rule).
+            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
             libc::chdir(ccwd.as_ptr());
             libc::execve(prog.as_ptr(), pargv.as_ptr(), penv.as_ptr());
             let msg = b"exec failed\n";
@@ -286,30 +291,30 @@ pub fn run(spec: &JailSpec, go: OwnedFd, ctl_fd: OwnedFd) -> ! {
     if let Err(e) = drop_all_caps() {
         fail(ctl_fd, "capabilities", e);
     }
-    look_like_init();
+    look_like_init(ctl_fd);
     run_steps(spec, go, ctl_fd)
 }
 
 /// Our name as the jail sees it (`/proc/1/comm`, `/proc/1/cmdline`): an init's, nothing of the
 /// host (the jail process's command line names the supervisor's path). The argument strings are
 /// overwritten in place, setproctitle-style: with the area's last byte not NUL the kernel shows
-/// only the first string.
-fn look_like_init() {
-    // SAFETY: plain prctl with a NUL-terminated name.
-    unsafe { libc::prctl(libc::PR_SET_NAME, c"init".as_ptr(), 0, 0, 0) };
-    let Some((start, end)) = std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|s| arg_area(&s))
-    else {
-        return;
-    };
-    let title = b"/sbin/init\0";
-    let len = end - start;
-    if len < title.len() + 1 {
-        return;
+/// only the first string. Also our own session and process group, as a real init's (1 and 1).
+/// Fails closed: an init that would show the host's path does not run the skill.
+fn look_like_init(ctl_fd: RawFd) {
+    // SAFETY: plain prctl with a NUL-terminated name; setsid of a process-group non-leader.
+    unsafe {
+        libc::prctl(libc::PR_SET_NAME, c"init".as_ptr(), 0, 0, 0);
+        libc::setsid();
     }
-    // SAFETY: [start, end) is our own argument area on our stack, writable and unused since
-    // the arguments were copied at start-up.
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let title = b"/sbin/init\0";
+    let (start, end) = match arg_area(&stat) {
+        Some((s, e)) if e - s > title.len() => (s, e),
+        _ => fail(ctl_fd, "init's name", "no argument area to overwrite"),
+    };
+    let len = end - start;
+    // SAFETY: [start, end) is our own argument area on our stack, writable; nothing reads it
+    // after this (std reads argv lazily, and init never asks for its arguments).
     unsafe {
         let area = std::slice::from_raw_parts_mut(start as *mut u8, len);
         area.fill(0);

@@ -12,6 +12,7 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 
+use super::sys::KSigaction;
 use super::JailError;
 
 /// What the child needs, prepared by the parent: the child may not allocate.
@@ -101,6 +102,8 @@ struct Shared {
     n_moves: usize,
     scratch: *mut RawFd,
     devnull: RawFd,
+    /// The first fd number the jail process does not get.
+    keep_below: RawFd,
     drop_to: Option<(u32, u32)>,
     maps: [(*const libc::c_char, *const u8, usize); 3],
     orig_mask: libc::sigset_t,
@@ -114,7 +117,8 @@ fn errno() -> i32 {
         .unwrap_or(libc::EIO)
 }
 
-/// Starts the jail process per `plan`, with stdin and stdout on /dev/null and stderr inherited.
+/// Starts the jail process per `plan`, with stdin and stdout on /dev/null, stderr inherited, the
+/// `plan`'s fds at their targets and no other fd.
 pub fn spawn(plan: &Plan) -> Result<JailChild, JailError> {
     spawn_io(plan).map_err(|(step, e)| match step {
         4..=6 => JailError::UserNs(format!("{}: {e}", STEPS[step])),
@@ -127,16 +131,10 @@ fn spawn_io(plan: &Plan) -> Result<JailChild, (usize, io::Error)> {
     let io = |e| (0, e);
     let devnull = super::sys::open_at(libc::AT_FDCWD, "/dev/null", libc::O_RDWR | libc::O_CLOEXEC)
         .map_err(io)?;
-    let env: Vec<CString> = std::env::vars_os()
-        .filter_map(|(k, v)| {
-            let mut kv = k.as_bytes().to_vec();
-            kv.push(b'=');
-            kv.extend_from_slice(v.as_bytes());
-            CString::new(kv).ok()
-        })
-        .collect();
+    // No environment: the jail process reads none, and init (a fork of it) would carry the
+    // supervisor's in its memory.
     let argv_p = nul_terminated(&plan.argv);
-    let env_p = nul_terminated(&env);
+    let env_p = nul_terminated(&[]);
     let moves: Vec<(RawFd, RawFd)> = plan
         .fds
         .iter()
@@ -159,6 +157,7 @@ fn spawn_io(plan: &Plan) -> Result<JailChild, (usize, io::Error)> {
         n_moves: moves.len(),
         scratch: scratch.as_mut_ptr(),
         devnull: devnull.as_raw_fd(),
+        keep_below: plan.targets.iter().copied().max().unwrap_or(2).max(2) + 1,
         drop_to: plan.drop_to,
         maps: [
             // Without this an unprivileged writer may not write gid_map; it also keeps the jail
@@ -171,8 +170,11 @@ fn spawn_io(plan: &Plan) -> Result<JailChild, (usize, io::Error)> {
         failed_step: 0,
         errno: 0,
     };
-    // The child runs on this stack, in our memory, until its exec.
+    // The child runs on this stack, in our memory, until its exec; its uid change and its
+    // PR_SET_DUMPABLE act on our memory's dumpable flag too, which is put back after.
     let mut stack = vec![0u8; 64 * 1024];
+    // SAFETY: plain prctl getter.
+    let dumpable = unsafe { libc::prctl(libc::PR_GET_DUMPABLE) };
     // SAFETY: the stack grows down from its (16-aligned) end; `shared` and everything it points
     // to outlive the call, because CLONE_VFORK suspends us until the child has exec'd or exited.
     // All signals are blocked around the clone so no handler of ours runs on the child's stack.
@@ -189,6 +191,9 @@ fn spawn_io(plan: &Plan) -> Result<JailChild, (usize, io::Error)> {
             (&mut shared as *mut Shared).cast(),
         );
         let e = errno();
+        if dumpable >= 0 {
+            libc::prctl(libc::PR_SET_DUMPABLE, dumpable);
+        }
         libc::pthread_sigmask(libc::SIG_SETMASK, &shared.orig_mask, std::ptr::null_mut());
         if pid < 0 {
             return Err(io(io::Error::from_raw_os_error(e)));
@@ -256,6 +261,12 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
             }
         }
         if libc::dup2(s.devnull, 0) < 0 || libc::dup2(s.devnull, 1) < 0 {
+            fail(s, 2);
+        }
+        // Nothing else we hold may reach the jail: not our own fds (CLOEXEC or not), nor any
+        // our caller left open without CLOEXEC — a host directory fd would be a way out of the
+        // jail's root, a pipe of ours a way to forge its events.
+        if libc::syscall(libc::SYS_close_range, s.keep_below as u32, u32::MAX, 0u32) != 0 {
             fail(s, 2);
         }
         if let Some((u, g)) = s.drop_to {
@@ -345,16 +356,6 @@ fn fail(s: &mut Shared, step: usize) -> ! {
         // SAFETY: ends this child only; never returns.
         unsafe { libc::syscall(libc::SYS_exit_group, 127) };
     }
-}
-
-/// The kernel's `struct sigaction` on x86_64 (not libc's).
-#[repr(C)]
-#[derive(Default)]
-struct KSigaction {
-    handler: usize,
-    flags: u64,
-    restorer: usize,
-    mask: u64,
 }
 
 const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;

@@ -136,12 +136,12 @@ pub fn main() -> ! {
             fatal(&format!("moving into {}: {e}", f.display()));
         }
     }
+    // The cgroup namespace comes after the go (below): it is rooted where we are when it is made.
     let flags = libc::CLONE_NEWNS
         | libc::CLONE_NEWPID
         | libc::CLONE_NEWNET
         | libc::CLONE_NEWUTS
-        | libc::CLONE_NEWIPC
-        | libc::CLONE_NEWCGROUP;
+        | libc::CLONE_NEWIPC;
     // SAFETY: plain unshare.
     if unsafe { libc::unshare(flags) } != 0 {
         fatal(&format!("unshare(namespaces): {}", sys::last_err()));
@@ -169,12 +169,17 @@ pub fn main() -> ! {
     };
     // SAFETY: closing our end of the egress socket; the listeners now belong to the supervisor.
     unsafe { libc::close(FD_EGRESS) };
-    // Nothing is forked before the supervisor has put us in the run's cgroup.
+    // Nothing is forked, and the cgroup namespace is not made, before the supervisor has put us
+    // in the run's cgroup (on cgroup v2 it moves us from outside, on a thread): made earlier, the
+    // namespace would be rooted at the supervisor's cgroup and show the run's cgroup path inside.
     if !matches!(read_byte(FD_GO), Ok(b'g')) {
         fatal("the supervisor did not let the jail start");
     }
-    // SAFETY: closing our copy.
+    // SAFETY: closing our copy; plain unshare.
     unsafe { libc::close(FD_GO) };
+    if unsafe { libc::unshare(libc::CLONE_NEWCGROUP) } != 0 {
+        fatal(&format!("unshare(cgroup): {}", sys::last_err()));
+    }
     // The host's /proc, kept as a directory fd: the tracer reads tasks through it after the pivot.
     let host_proc = match sys::open_at(libc::AT_FDCWD, "/proc", libc::O_RDONLY | libc::O_DIRECTORY)
     {

@@ -296,6 +296,29 @@ pub fn notif_set_sync_wakeup(fd: RawFd) -> io::Result<()> {
     Ok(())
 }
 
+/// Every signal back to its default disposition, 1 to 64 — also 32 and 33, which libc's
+/// `signal` refuses to touch (it keeps them for itself) but a caller may have left ignored.
+/// Raw system calls only: safe between fork and exec.
+pub fn default_signal_dispositions() {
+    let dfl = KSigaction::default();
+    for sig in 1..65 {
+        if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+            // SAFETY: the kernel's sigaction layout, SIG_DFL; errors leave the disposition.
+            unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, &dfl, 0usize, 8usize) };
+        }
+    }
+}
+
+/// The kernel's `struct sigaction` on x86_64 (not libc's).
+#[repr(C)]
+#[derive(Default)]
+pub struct KSigaction {
+    pub handler: usize,
+    pub flags: u64,
+    pub restorer: usize,
+    pub mask: u64,
+}
+
 /// Restricts the calling thread to the CPU it is running on, when it may run on several (so runs
 /// started side by side spread over the CPUs). Best effort: the mask is left as it was on error.
 pub fn pin_to_current_cpu() {
