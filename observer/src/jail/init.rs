@@ -160,7 +160,7 @@ fn spawn_step(
             libc::setsid();
             // A user's programs start with every signal at its default: we ignore SIGPIPE (the
             // Rust runtime does), and whatever the supervisor's caller ignored reached us.
-            sys::default_signal_dispositions();
+            let _ = sys::default_signal_dispositions(false);
             if in_fd >= 0 {
                 libc::dup2(in_fd, 0);
             } else {

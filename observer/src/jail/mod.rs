@@ -116,8 +116,7 @@ pub(crate) fn outer_ids() -> (u32, u32) {
 }
 
 /// The program the jail process runs: the `observe-jail` helper from our own directory when it
-/// is there (2 MB instead of 20, it loads in a third of the time, twice per run with init's
-/// re-exec), else ourselves.
+/// is there (2 MB instead of 20, it loads in a third of the time), else ourselves.
 fn stage1_program(exe: &std::path::Path) -> std::path::PathBuf {
     let helper = exe.with_file_name(stage1::HELPER);
     if helper.is_file() {
@@ -140,8 +139,8 @@ fn spawn_stage1(fds: [RawFd; 4], inside: (u32, u32)) -> Result<spawn::JailChild,
     .map_err(JailError::Spawn)?;
     // SAFETY: getter.
     let root = unsafe { libc::geteuid() } == 0;
+    let outside = outer_ids();
     let plan = spawn::Plan {
-        program: argv[0].clone(),
         argv,
         fds: fds.to_vec(),
         targets: vec![
@@ -152,9 +151,9 @@ fn spawn_stage1(fds: [RawFd; 4], inside: (u32, u32)) -> Result<spawn::JailChild,
         ],
         // As root the jail process drops to its dedicated unprivileged id before it creates its
         // user namespace: that id is what the jail user maps to.
-        drop_to: root.then(outer_ids),
+        drop_to: root.then_some(outside),
         inside,
-        outside: outer_ids(),
+        outside,
     };
     spawn::spawn(&plan)
 }

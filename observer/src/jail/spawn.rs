@@ -12,12 +12,11 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 
-use super::sys::KSigaction;
 use super::JailError;
 
 /// What the child needs, prepared by the parent: the child may not allocate.
 pub struct Plan {
-    pub program: CString,
+    /// `argv[0]` is the program run.
     pub argv: Vec<CString>,
     /// Our fds to place at `targets[i]` in the child.
     pub fds: Vec<RawFd>,
@@ -129,6 +128,10 @@ pub fn spawn(plan: &Plan) -> Result<JailChild, JailError> {
 
 fn spawn_io(plan: &Plan) -> Result<JailChild, (usize, io::Error)> {
     let io = |e| (0, e);
+    let program = plan
+        .argv
+        .first()
+        .ok_or_else(|| io(io::Error::new(io::ErrorKind::InvalidInput, "no program")))?;
     let devnull = super::sys::open_at(libc::AT_FDCWD, "/dev/null", libc::O_RDWR | libc::O_CLOEXEC)
         .map_err(io)?;
     // No environment: the jail process reads none, and init (a fork of it) would carry the
@@ -150,7 +153,7 @@ fn spawn_io(plan: &Plan) -> Result<JailChild, (usize, io::Error)> {
         |path: &'static std::ffi::CStr, data: &str| (path.as_ptr(), data.as_ptr(), data.len());
     // SAFETY: an all-zero sigset is valid; it is filled below.
     let mut shared = Shared {
-        program: plan.program.as_ptr(),
+        program: program.as_ptr(),
         argv: argv_p.as_ptr(),
         envp: env_p.as_ptr(),
         moves: moves.as_ptr(),
@@ -231,20 +234,8 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
     unsafe {
         // Default dispositions for every handled signal: the supervisor's handlers must not run
         // here; SIG_IGN stays (exec keeps it), except SIGPIPE, which a program expects default.
-        for sig in 1..65 {
-            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-                continue;
-            }
-            let mut old = KSigaction::default();
-            if libc::syscall(libc::SYS_rt_sigaction, sig, 0usize, &mut old, 8usize) != 0 {
-                continue;
-            }
-            if old.handler > 1 || sig == libc::SIGPIPE {
-                let dfl = KSigaction::default();
-                if libc::syscall(libc::SYS_rt_sigaction, sig, &dfl, 0usize, 8usize) != 0 {
-                    fail(s, 1);
-                }
-            }
+        if super::sys::default_signal_dispositions(true).is_err() {
+            fail(s, 1);
         }
         // Sources first above every target, so a source that is also a target is not clobbered.
         let moves = std::slice::from_raw_parts(s.moves, s.n_moves);

@@ -237,8 +237,8 @@ pub fn main() -> ! {
     // it follows each notifying task to its CPU (the notification wakes it there), and the
     // answer then wakes the task on the *other*, idle CPU: a migration per replayed open, with
     // cold caches (an import-heavy Python run: 280 migrations down to 9-13, and 1.21x down to
-    // 1.04x its untraced time, medians of 80 alternating runs). Invisible from inside: the tracer is outside the jail's
-    // pid namespace, and the jail's own affinity is untouched.
+    // 1.04x its untraced time, medians of 80 alternating runs). Invisible from inside: the
+    // tracer is outside the jail's pid namespace, and the jail's own affinity is untouched.
     sys::pin_to_current_cpu();
     let mut tracer = Tracer::new(spec, host_proc, child, go_w, ctl_r, FD_EVENTS);
     let code = tracer.run();

@@ -297,26 +297,43 @@ pub fn notif_set_sync_wakeup(fd: RawFd) -> io::Result<()> {
 }
 
 /// Every signal back to its default disposition, 1 to 64 — also 32 and 33, which libc's
-/// `signal` refuses to touch (it keeps them for itself) but a caller may have left ignored.
-/// Raw system calls only: safe between fork and exec.
-pub fn default_signal_dispositions() {
+/// `signal` refuses to touch (it keeps them for itself) but a caller may have left ignored. With
+/// `keep_ignored`, a signal ignored now stays ignored (an exec keeps that), except SIGPIPE, which
+/// a program expects at its default. Raw system calls only: safe between fork (or a vfork-style
+/// clone) and exec; every signal is tried, and the first refused change is the error.
+pub fn default_signal_dispositions(keep_ignored: bool) -> io::Result<()> {
     let dfl = KSigaction::default();
+    let mut first_err = Ok(());
     for sig in 1..65 {
-        if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-            // SAFETY: the kernel's sigaction layout, SIG_DFL; errors leave the disposition.
-            unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, &dfl, 0usize, 8usize) };
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        if keep_ignored && sig != libc::SIGPIPE {
+            let mut old = KSigaction::default();
+            // SAFETY: reads the kernel's sigaction into `old`.
+            let r = unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, 0usize, &mut old, 8usize) };
+            if r != 0 || old.handler == libc::SIG_DFL || old.handler == libc::SIG_IGN {
+                continue;
+            }
+        }
+        // SAFETY: the kernel's sigaction layout, SIG_DFL.
+        if unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, &dfl, 0usize, 8usize) } != 0
+            && first_err.is_ok()
+        {
+            first_err = Err(last_err());
         }
     }
+    first_err
 }
 
 /// The kernel's `struct sigaction` on x86_64 (not libc's).
 #[repr(C)]
 #[derive(Default)]
-pub struct KSigaction {
-    pub handler: usize,
-    pub flags: u64,
-    pub restorer: usize,
-    pub mask: u64,
+struct KSigaction {
+    handler: usize,
+    flags: u64,
+    restorer: usize,
+    mask: u64,
 }
 
 /// Restricts the calling thread to the CPU it is running on, when it may run on several (so runs
